@@ -1,0 +1,3 @@
+from nsysan.cli import main
+
+main()

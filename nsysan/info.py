@@ -1,0 +1,145 @@
+"""What a trace holds: the summary behind ``nsysan info``.
+
+A plain dict (JSON-ready, ``INFO_SCHEMA_VERSION``) built from a loaded trace, and a
+text rendering of it. No analysis here: counts, identities, spans, and what is missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from nsysan import model
+
+INFO_SCHEMA_VERSION = 1
+
+
+def _span(trace: model.Trace) -> tuple[int | None, int | None]:
+    starts: list[int] = []
+    ends: list[int] = []
+    for name in ("kernels", "memcpy", "memset", "cuda_api", "nvtx", "osrt"):
+        df = trace.table(name)
+        if df.height:
+            starts.append(int(df["start_ns"].min()))  # type: ignore[arg-type]
+            ends.append(int(df["end_ns"].drop_nulls().max() or df["start_ns"].max()))  # type: ignore[arg-type]
+    return (min(starts), max(ends)) if starts else (None, None)
+
+
+def _gpu_rows(trace: model.Trace) -> list[dict[str, Any]]:
+    if trace.gpus.is_empty():
+        return []
+    k = trace.kernels.group_by("gpu").agg(
+        pl.len().alias("kernels"),
+        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("kernel_time_ns"),
+        pl.col("start_ns").min().alias("first_ns"),
+        pl.col("end_ns").max().alias("last_ns"),
+    )
+    procs = (
+        pl.concat([trace.table(t).select("gpu", "source", "pid") for t in ("kernels", "memcpy", "memset")])
+        .unique()
+        .group_by("gpu")
+        .agg(pl.col("pid").sort().alias("pids"))
+    )
+    rows = (
+        trace.gpus.join(k, on="gpu", how="left")
+        .join(procs, on="gpu", how="left")
+        .sort("gpu")
+        .with_columns(pl.col("kernels").fill_null(0), pl.col("kernel_time_ns").fill_null(0))
+    )
+    return rows.select(
+        "gpu",
+        "name",
+        "gpu_key",
+        "identity",
+        "uuid",
+        "pci_bus",
+        "host",
+        "sm_count",
+        "kernels",
+        "kernel_time_ns",
+        "first_ns",
+        "last_ns",
+        "pids",
+    ).to_dicts()
+
+
+def _process_rows(trace: model.Trace) -> list[dict[str, Any]]:
+    gpu_procs = pl.concat(
+        [trace.table(t).select("source", "pid", "gpu") for t in ("kernels", "memcpy", "memset")]
+    ).unique()
+    if gpu_procs.is_empty():
+        return []
+    grouped = gpu_procs.group_by("source", "pid").agg(pl.col("gpu").unique().sort().alias("gpus"))
+    names = trace.processes.select("source", "pid", "name")
+    return grouped.join(names, on=["source", "pid"], how="left").sort("source", "pid").to_dicts()
+
+
+def summarize(trace: model.Trace) -> dict[str, Any]:
+    """The JSON-ready summary of what ``trace`` holds."""
+    start, end = _span(trace)
+    counts = {name: trace.table(name).height for name in model.EVENT_TABLES}
+    launches = trace.cuda_api.filter(pl.col("name").str.contains("Launch")).height
+    return {
+        "schema_version": INFO_SCHEMA_VERSION,
+        "sources": trace.sources.to_dicts(),
+        "gpus": _gpu_rows(trace),
+        "processes_with_gpu_work": _process_rows(trace),
+        "span_ns": {"start": start, "end": end, "duration": (end - start) if start is not None and end is not None else None},
+        "counts": counts,
+        "kernel_launch_calls": launches,
+        "missing": list(trace.capabilities.missing),
+        "notes": list(trace.notes),
+    }
+
+
+def _seconds(ns: int | None) -> str:
+    return "n/a" if ns is None else f"{ns / 1e9:.6f} s"
+
+
+def render_text(summary: dict[str, Any]) -> str:
+    """Human-readable rendering of :func:`summarize`'s output."""
+    lines: list[str] = []
+    for s in summary["sources"]:
+        version = s["export_version"]
+        if s["schema_version"]:
+            version += f" (schema {s['schema_version']})"
+        if s["capture_version_hint"]:
+            version += f", captured with ~{s['capture_version_hint']}"
+        lines.append(f"file {s['source']}: {s['path']}")
+        lines.append(f"  export: {version}")
+        if s["host"]:
+            lines.append(f"  host: {s['host']}")
+        if len(summary["sources"]) > 1:
+            lines.append(f"  UTC session start: {s['utc_start_ns']} ns (offset {s['offset_ns']} ns)")
+    span = summary["span_ns"]
+    lines.append(
+        f"time span: {_seconds(span['start'])} .. {_seconds(span['end'])} "
+        f"({_seconds(span['duration'])})"
+    )
+    gpus = summary["gpus"]
+    lines.append(f"GPUs that ran work: {len(gpus)}")
+    for g in gpus:
+        ident = g["uuid"] or g["pci_bus"] or g["gpu_key"]
+        lines.append(
+            f"  GPU {g['gpu']}: {g['name'] or 'unknown model'} [{g['identity']}: {ident}] "
+            f"{g['kernels']} kernels, {g['kernel_time_ns'] / 1e6:.3f} ms kernel time, "
+            f"PIDs {', '.join(str(p) for p in g['pids'] or [])}"
+        )
+    procs = summary["processes_with_gpu_work"]
+    lines.append(f"processes with GPU work: {len(procs)}")
+    for p in procs:
+        lines.append(
+            f"  file {p['source']} PID {p['pid']} {p['name'] or ''} -> GPU "
+            f"{', '.join(str(g) for g in p['gpus'])}".rstrip()
+        )
+    lines.append("rows per table:")
+    for name, n in summary["counts"].items():
+        lines.append(f"  {name:<12} {n}")
+    if summary["missing"]:
+        lines.append("missing:")
+        lines.extend(f"  {m}" for m in summary["missing"])
+    if summary["notes"]:
+        lines.append("notes:")
+        lines.extend(f"  {n}" for n in summary["notes"])
+    return "\n".join(lines)

@@ -1,0 +1,307 @@
+"""Load one or several Nsight Systems exports as one :class:`nsysan.model.Trace`.
+
+Several files (one per rank or node) become one analysis: they are ranked by their
+UTC session start (``TARGET_INFO_SESSION_START_TIME.utcEpochNs``) and each file's
+times are shifted onto the earliest file's clock. GPUs are physical devices
+(``nsysan.ingest.identity``); the same GPU seen from two files is one GPU.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from nsysan import model
+from nsysan.errors import InputNotFoundError
+from nsysan.ingest import identity, nsys
+from nsysan.ingest.sqlite import ExportDB, open_export
+
+__all__ = ["load_trace", "MISSING_MESSAGES"]
+
+# What a user loses when a table has no rows, in the words the report and `info` use.
+MISSING_MESSAGES = {
+    "kernels": "no GPU kernel records: compute, gaps and NCCL analyses unavailable",
+    "cuda_api": "no CUDA API trace: host-side attribution of gaps unavailable",
+    "nvtx": "no NVTX ranges: gaps cannot be tied to named phases (tokenizer, sampling, "
+    "data loading) and iteration boundaries are unknown",
+    "osrt": "no OS runtime trace: blocking-call attribution (locks, condition waits, "
+    "the GIL signature) unavailable",
+    "sched": "no thread scheduling events: descheduling attribution unavailable",
+    "gpu_metrics": "no GPU metrics: SM activity, clocks and bandwidth unavailable",
+    "memcpy": "no memory copy records",
+    "overhead": "no profiler overhead records",
+}
+
+_INSTALL_DIR_VERSION = re.compile(r"/(20\d\d\.\d+\.\d+)[^/]*/")
+
+
+@dataclass(frozen=True)
+class _SourceInfo:
+    path: Path
+    host: str | None
+    export_version: str
+    schema_version: str
+    capture_version_hint: str | None
+    utc_start_ns: int | None
+    capture_start_ns: int | None
+    capture_end_ns: int | None
+
+
+def _source_info(db: ExportDB) -> _SourceInfo:
+    meta = nsys.read_metadata(db)
+    env = nsys.read_system_env(db, ["Hostname", "TargetInstallDir"])
+    hint_match = _INSTALL_DIR_VERSION.search(env.get("TargetInstallDir", "") + "/")
+    start, stop = nsys.read_capture_window(db)
+    return _SourceInfo(
+        path=db.path,
+        host=env.get("Hostname") or None,
+        export_version=meta.get("EXPORT_PRODUCT_VERSION", "pre-2021" if not meta else "unknown"),
+        schema_version=meta.get("EXPORT_SCHEMA_VERSION", ""),
+        capture_version_hint=hint_match.group(1) if hint_match else None,
+        utc_start_ns=nsys.read_session_start(db),
+        capture_start_ns=start,
+        capture_end_ns=stop,
+    )
+
+
+@dataclass(frozen=True)
+class _FileTables:
+    tables: dict[str, pl.DataFrame]
+    devices: pl.DataFrame  # used (pid, device_id) with identity and properties
+    metrics_target: pl.DataFrame  # type_id -> target_id for GPU metrics
+
+
+def _read_file(db: ExportDB, source: int, host: str | None) -> _FileTables:
+    strings = nsys.read_string_ids(db)
+    tables = {
+        "kernels": nsys.read_kernels(db, strings, source),
+        "memcpy": nsys.read_memcpy(db, source),
+        "memset": nsys.read_memset(db, source),
+        "sync": nsys.read_sync(db, source),
+        "cuda_api": nsys.read_cuda_api(db, strings, source),
+        "nvtx": nsys.read_nvtx(db, strings, source),
+        "osrt": nsys.read_osrt(db, strings, source),
+        "sched": nsys.read_sched(db, source),
+        "overhead": nsys.read_overhead(db, strings, source),
+        "threads": nsys.read_threads(db, strings, source),
+        "processes": nsys.read_processes(db, source),
+        "gpu_metrics": nsys.read_gpu_metrics(db, source),
+    }
+    used = pl.concat(
+        [
+            tables[t].select("pid", pl.col("device_id").cast(pl.Int64))
+            # GPUs are those that ran work; a sync record alone does not make one.
+            for t in ("kernels", "memcpy", "memset")
+        ]
+    ).unique().sort("pid", "device_id")
+    target_gpus = nsys.read_target_gpus(db)
+    devices = identity.map_devices(
+        used, target_gpus, nsys.read_cuda_gpus(db), nsys.read_cuda_device_map(db)
+    )
+    devices = identity.gpu_keys(devices, host, source)
+    metrics_target = _metrics_targets(tables["gpu_metrics"], target_gpus)
+    return _FileTables(tables=tables, devices=devices, metrics_target=metrics_target)
+
+
+def _metrics_targets(metrics: pl.DataFrame, target_gpus: pl.DataFrame) -> pl.DataFrame:
+    """Which TARGET_INFO_GPU row each GPU-metrics source samples.
+
+    The low byte of ``typeId`` is the GPU's TARGET_INFO_GPU id (e.g. typeId
+    ``(1<<48)|(1<<32)|0`` samples GPU 0).
+    """
+    type_ids = metrics.select("type_id").unique()
+    return type_ids.with_columns((pl.col("type_id") % 256).alias("target_id")).join(
+        target_gpus.select("target_id", "uuid", "pci_bus"), on="target_id", how="inner"
+    )
+
+
+def load_trace(paths: Sequence[str | Path]) -> model.Trace:
+    """Load exports (one file, or one per rank/node) as one trace on one timeline."""
+    if not paths:
+        raise InputNotFoundError("no trace files given")
+    dbs: list[ExportDB] = []
+    try:
+        for p in paths:
+            dbs.append(open_export(Path(p)))
+        infos = [_source_info(db) for db in dbs]
+        order = sorted(
+            range(len(dbs)),
+            key=lambda i: (infos[i].utc_start_ns is None, infos[i].utc_start_ns or 0, str(infos[i].path)),
+        )
+        files = [_read_file(dbs[i], src, infos[i].host) for src, i in enumerate(order)]
+    finally:
+        for db in dbs:
+            db.close()
+    ordered_infos = [infos[i] for i in order]
+    return _assemble(ordered_infos, files)
+
+
+def _offsets(infos: list[_SourceInfo]) -> tuple[list[int], list[str]]:
+    starts = [i.utc_start_ns for i in infos]
+    notes: list[str] = []
+    if len(infos) > 1 and any(s is None for s in starts):
+        notes.append(
+            "some files lack a UTC session start: their times were not aligned "
+            "(each file keeps its own session-relative clock)"
+        )
+        return [0] * len(infos), notes
+    known = [s for s in starts if s is not None]
+    base = min(known) if known else 0
+    return [(s - base) if s is not None else 0 for s in starts], notes
+
+
+def _assemble(infos: list[_SourceInfo], files: list[_FileTables]) -> model.Trace:
+    offsets, notes = _offsets(infos)
+    gpus, device_gpu = _number_gpus(files)
+    offset_df = pl.DataFrame(
+        {"source": list(range(len(files))), "offset_ns": offsets},
+        schema={"source": pl.Int32, "offset_ns": pl.Int64},
+    )
+    tables: dict[str, pl.DataFrame] = {}
+    for name, schema in model.TABLE_SCHEMAS.items():
+        if name in ("gpus", "sources"):
+            continue
+        parts = [f.tables[name] for f in files]
+        df = pl.concat(parts, how="vertical_relaxed") if parts else model.empty_frame(schema)
+        if name in ("kernels", "memcpy", "memset", "sync"):
+            df = df.drop("gpu").join(
+                device_gpu, on=["source", "pid", "device_id"], how="left", maintain_order="left"
+            )
+        if name == "gpu_metrics":
+            df = _attach_metric_gpus(df, files, gpus)
+        df = _shift(df, offset_df, len(files))
+        tables[name] = model.conform(df, schema)
+    if tables["kernels"].height:
+        tables["kernels"] = tables["kernels"].sort("gpu", "start_ns", "end_ns", maintain_order=True)
+    sources = pl.DataFrame(
+        {
+            "source": list(range(len(infos))),
+            "path": [str(i.path) for i in infos],
+            "host": [i.host for i in infos],
+            "export_version": [i.export_version for i in infos],
+            "schema_version": [i.schema_version for i in infos],
+            "capture_version_hint": [i.capture_version_hint for i in infos],
+            "utc_start_ns": [i.utc_start_ns for i in infos],
+            "offset_ns": offsets,
+            "capture_start_ns": [i.capture_start_ns for i in infos],
+            "capture_end_ns": [i.capture_end_ns for i in infos],
+        },
+        schema=model.SOURCES,
+    )
+    notes.extend(_identity_notes(files))
+    capabilities = _capabilities(tables)
+    return model.Trace(
+        **tables,
+        gpus=model.conform(gpus, model.GPUS),
+        sources=sources,
+        capabilities=capabilities,
+        notes=tuple(notes),
+    )
+
+
+def _number_gpus(files: list[_FileTables]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    devices = pl.concat([f.devices for f in files], how="vertical_relaxed")
+    if devices.is_empty():
+        return model.empty_frame(model.GPUS), pl.DataFrame(
+            schema={"source": pl.Int32, "pid": pl.Int64, "device_id": pl.Int32, "gpu": pl.Int32}
+        )
+    first = (
+        devices.sort("source", "pci_bus", "device_id", "pid", nulls_last=True)
+        .unique("gpu_key", keep="first", maintain_order=True)
+        .with_row_index("gpu")
+        .with_columns(pl.col("gpu").cast(pl.Int32))
+    )
+    gpus = first.with_columns(
+        pl.when(pl.col("compute_major").is_not_null())
+        .then(pl.col("compute_major").cast(pl.String) + "." + pl.col("compute_minor").cast(pl.String))
+        .alias("compute_capability")
+    )
+    device_gpu = devices.join(first.select("gpu_key", "gpu"), on="gpu_key").select(
+        pl.col("source").cast(pl.Int32),
+        "pid",
+        pl.col("device_id").cast(pl.Int32),
+        "gpu",
+    )
+    return gpus, device_gpu
+
+
+def _attach_metric_gpus(
+    metrics: pl.DataFrame, files: list[_FileTables], gpus: pl.DataFrame
+) -> pl.DataFrame:
+    if metrics.is_empty():
+        return metrics
+    keyed = []
+    for src, f in enumerate(files):
+        m = identity.gpu_keys(
+            f.metrics_target.with_columns(
+                identity.normalize_bus(pl.col("pci_bus")).alias("pci_bus"),
+                pl.lit(None, dtype=pl.Int64).alias("pid"),
+                pl.lit(None, dtype=pl.Int64).alias("device_id"),
+            ),
+            _host_of(f),
+            src,
+        ).select(pl.lit(src, dtype=pl.Int32).alias("source"), "type_id", "gpu_key")
+        keyed.append(m)
+    lookup = pl.concat(keyed).join(gpus.select("gpu_key", "gpu"), on="gpu_key", how="inner")
+    return metrics.drop("gpu").join(
+        lookup.select("source", "type_id", "gpu"), on=["source", "type_id"], how="left"
+    )
+
+
+def _host_of(f: _FileTables) -> str | None:
+    hosts = f.devices.get_column("host").drop_nulls() if f.devices.height else pl.Series([])
+    return str(hosts[0]) if len(hosts) else None
+
+
+def _shift(df: pl.DataFrame, offsets: pl.DataFrame, n_files: int) -> pl.DataFrame:
+    if n_files <= 1 or df.is_empty():
+        return df
+    time_cols = [c for c in df.columns if c.endswith("_ns")]
+    df = df.join(offsets, on="source", how="left", maintain_order="left")
+    return df.with_columns([(pl.col(c) + pl.col("offset_ns")).alias(c) for c in time_cols]).drop(
+        "offset_ns"
+    )
+
+
+def _identity_notes(files: list[_FileTables]) -> list[str]:
+    devices = pl.concat([f.devices for f in files], how="vertical_relaxed")
+    if devices.is_empty():
+        return []
+    notes = []
+    by_ordinal = devices.filter(pl.col("via") == "ordinal")
+    if by_ordinal.height:
+        notes.append(
+            "GPU identity from the CUDA ordinal (the export has no per-process device map): "
+            "correct unless the process ran with CUDA_VISIBLE_DEVICES remapping"
+        )
+    unmatched = devices.filter(pl.col("via") == "unmatched")
+    if unmatched.height:
+        notes.append(
+            f"{unmatched.height} (process, CUDA device) pair(s) not found in TARGET_INFO_GPU: "
+            "identified by process and ordinal only"
+        )
+    return notes
+
+
+def _capabilities(tables: dict[str, pl.DataFrame]) -> model.Capabilities:
+    present = {t: tables[t].height > 0 for t in model.EVENT_TABLES}
+    missing: list[str] = []
+    if not present["kernels"]:
+        launches = tables["cuda_api"].filter(pl.col("name").str.contains("Launch"))
+        if launches.height:
+            missing.append(
+                f"CUDA API present ({launches.height} kernel launch calls) but no GPU activity "
+                "records: kernels were launched but GPU activity was not traced"
+            )
+        elif not present["memcpy"] and not present["memset"]:
+            missing.append("no GPU activity at all: a CPU-only trace")
+        else:
+            missing.append(MISSING_MESSAGES["kernels"])
+    for t in ("cuda_api", "nvtx", "osrt", "sched", "gpu_metrics"):
+        if not present[t]:
+            missing.append(MISSING_MESSAGES[t])
+    return model.Capabilities(present=present, missing=tuple(missing))

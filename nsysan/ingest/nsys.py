@@ -1,0 +1,487 @@
+"""Reading one Nsight Systems export into the normalized model's tables.
+
+One reader per model table. Each asks the export which columns it has (they come and
+go between versions, see ../shared/docs/nsys-schema-notes.md), selects what exists
+under the model's names, and leaves what is absent as nulls. A table the export does
+not have is an empty table: lazy exports leave out tables that would be empty.
+
+The readers return tables in the file's own time base with ``gpu`` still unset;
+``nsysan.ingest.load_trace`` maps GPUs to physical identities and shifts times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from nsysan import model
+from nsysan.ingest.sqlite import ExportDB
+
+# Enum labels, hard-coded because exports before schema 3.0 carry no ENUM_* tables
+# (the numbers are the same in every version).
+MEMCPY_KINDS = {
+    0: "Unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+    11: "UVM HtoD",
+    12: "UVM DtoH",
+    13: "UVM DtoD",
+}
+SYNC_TYPES = {
+    0: "Unknown",
+    1: "Event sync",
+    2: "Stream wait sync",
+    3: "Stream sync",
+    4: "Context sync",
+}
+NVTX_EVENT_TYPES = {
+    33: "NvtxCategory",
+    34: "NvtxMark",
+    35: "NvtxPushRange",
+    36: "NvtxPopRange",
+    37: "NvtxStartRange",
+    38: "NvtxEndRange",
+    39: "NvtxThread",
+    59: "NvtxPushPopRange",
+    60: "NvtxStartEndRange",
+    75: "NvtxDomainCreate",
+    76: "NvtxDomainDestroy",
+}
+NVTX_DOMAIN_CREATE = 75
+
+_PID_MASK = 0xFFFFFF
+
+
+def pid_of(global_id: pl.Expr) -> pl.Expr:
+    """OS process id from a globalPid or globalTid: ``(v >> 24) & 0xFFFFFF``."""
+    return ((global_id // (1 << 24)) % (1 << 24)).cast(pl.Int64)
+
+
+def tid_of(global_tid: pl.Expr) -> pl.Expr:
+    """OS thread id from a globalTid: ``v & 0xFFFFFF``."""
+    return (global_tid % (1 << 24)).cast(pl.Int64)
+
+
+def _select(db: ExportDB, table: str, wanted: dict[str, str]) -> str:
+    """``SELECT src AS dst, ...`` over the columns of ``wanted`` that ``table`` has."""
+    have = set(db.columns(table))
+    parts = [f'"{src}" AS "{dst}"' for dst, src in wanted.items() if src in have]
+    if not parts:
+        parts = ["NULL AS _empty"]
+    return f'SELECT {", ".join(parts)} FROM "{table}"'
+
+
+def read_string_ids(db: ExportDB) -> pl.DataFrame:
+    if not db.has("StringIds"):
+        return pl.DataFrame(schema={"id": pl.Int64, "value": pl.String})
+    return db.read('SELECT id, value FROM "StringIds"', {"id": pl.Int64, "value": pl.String})
+
+
+def _resolve(df: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
+    """Replace an integer StringIds reference column by its text."""
+    if id_col not in df.columns:
+        return df.with_columns(pl.lit(None, dtype=pl.String).alias(out))
+    lookup = strings.rename({"id": id_col, "value": out})
+    df = df.with_columns(pl.col(id_col).cast(pl.Int64))
+    joined = df.join(lookup, on=id_col, how="left", maintain_order="left")
+    return joined.drop(id_col) if id_col != out else joined
+
+
+def _read_table(db: ExportDB, table: str, wanted: dict[str, str]) -> pl.DataFrame | None:
+    if not db.has(table):
+        return None
+    df = db.read(_select(db, table, wanted))
+    if "_empty" in df.columns:
+        return None
+    return df
+
+
+def _with_source(df: pl.DataFrame, source: int) -> pl.DataFrame:
+    return df.with_columns(pl.lit(source, dtype=pl.Int32).alias("source"))
+
+
+_GPU_ACTIVITY_COLUMNS = {
+    "start_ns": "start",
+    "end_ns": "end",
+    "device_id": "deviceId",
+    "context_id": "contextId",
+    "stream_id": "streamId",
+    "correlation_id": "correlationId",
+    "global_pid": "globalPid",
+}
+
+
+def _gpu_activity(df: pl.DataFrame) -> pl.DataFrame:
+    return df.with_columns(pid_of(pl.col("global_pid")).alias("pid"))
+
+
+def read_kernels(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFrame:
+    wanted = dict(_GPU_ACTIVITY_COLUMNS)
+    wanted.update(
+        short_name_id="shortName",
+        name_id="demangledName",
+        grid_x="gridX",
+        grid_y="gridY",
+        grid_z="gridZ",
+        block_x="blockX",
+        block_y="blockY",
+        block_z="blockZ",
+    )
+    df = _read_table(db, "CUPTI_ACTIVITY_KIND_KERNEL", wanted)
+    if df is None:
+        return _empty_with_global_pid(model.KERNELS)
+    df = _resolve(df, strings, "short_name_id", "short_name")
+    df = _resolve(df, strings, "name_id", "name")
+    return _keep_global_pid(_with_source(_gpu_activity(df), source), model.KERNELS)
+
+
+def read_memcpy(db: ExportDB, source: int) -> pl.DataFrame:
+    wanted = dict(_GPU_ACTIVITY_COLUMNS)
+    wanted.update(bytes="bytes", copy_kind_id="copyKind")
+    df = _read_table(db, "CUPTI_ACTIVITY_KIND_MEMCPY", wanted)
+    if df is None:
+        return _empty_with_global_pid(model.MEMCPY)
+    df = df.with_columns(
+        pl.col("copy_kind_id")
+        .cast(pl.Int64)
+        .replace_strict(MEMCPY_KINDS, default="Unknown", return_dtype=pl.String)
+        .alias("copy_kind")
+    )
+    return _keep_global_pid(_with_source(_gpu_activity(df), source), model.MEMCPY)
+
+
+def read_memset(db: ExportDB, source: int) -> pl.DataFrame:
+    wanted = dict(_GPU_ACTIVITY_COLUMNS)
+    wanted.update(bytes="bytes")
+    df = _read_table(db, "CUPTI_ACTIVITY_KIND_MEMSET", wanted)
+    if df is None:
+        return _empty_with_global_pid(model.MEMSET)
+    return _keep_global_pid(_with_source(_gpu_activity(df), source), model.MEMSET)
+
+
+def read_sync(db: ExportDB, source: int) -> pl.DataFrame:
+    wanted = dict(_GPU_ACTIVITY_COLUMNS)
+    wanted.update(sync_type_id="syncType")
+    df = _read_table(db, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", wanted)
+    if df is None:
+        return _empty_with_global_pid(model.SYNC)
+    df = df.with_columns(
+        pl.col("sync_type_id")
+        .cast(pl.Int64)
+        .replace_strict(SYNC_TYPES, default="Unknown", return_dtype=pl.String)
+        .alias("sync_type")
+    )
+    return _keep_global_pid(_with_source(_gpu_activity(df), source), model.SYNC)
+
+
+def _empty_with_global_pid(schema: model.Schema) -> pl.DataFrame:
+    return model.empty_frame({**schema, "global_pid": pl.Int64})
+
+
+def _keep_global_pid(df: pl.DataFrame, schema: model.Schema) -> pl.DataFrame:
+    # global_pid travels with the GPU tables until identity mapping, then is dropped.
+    return model.conform(df, {**schema, "global_pid": pl.Int64})
+
+
+def _thread_table(
+    db: ExportDB,
+    table: str,
+    wanted: dict[str, str],
+    schema: model.Schema,
+    source: int,
+) -> pl.DataFrame | None:
+    df = _read_table(db, table, {**wanted, "global_tid": "globalTid"})
+    if df is None:
+        return None
+    df = df.with_columns(
+        pid_of(pl.col("global_tid")).alias("pid"), tid_of(pl.col("global_tid")).alias("tid")
+    )
+    return _with_source(df, source)
+
+
+def strip_api_version(name: pl.Expr) -> pl.Expr:
+    """``cudaLaunchKernel_v7000`` → ``cudaLaunchKernel`` (driver API names have no suffix)."""
+    return name.str.replace(r"_v\d+$", "")
+
+
+def read_cuda_api(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFrame:
+    wanted = {
+        "start_ns": "start",
+        "end_ns": "end",
+        "correlation_id": "correlationId",
+        "name_id": "nameId",
+        "return_value": "returnValue",
+    }
+    df = _thread_table(db, "CUPTI_ACTIVITY_KIND_RUNTIME", wanted, model.CUDA_API, source)
+    if df is None:
+        return model.empty_frame(model.CUDA_API)
+    df = _resolve(df, strings, "name_id", "raw_name")
+    df = df.with_columns(strip_api_version(pl.col("raw_name")).alias("name"))
+    return model.conform(df, model.CUDA_API)
+
+
+def read_nvtx(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFrame:
+    wanted = {
+        "start_ns": "start",
+        "end_ns": "end",
+        "event_type_id": "eventType",
+        "inline_text": "text",
+        "text_id": "textId",
+        "end_global_tid": "endGlobalTid",
+        "domain_id": "domainId",
+    }
+    df = _thread_table(db, "NVTX_EVENTS", wanted, model.NVTX, source)
+    if df is None:
+        return model.empty_frame(model.NVTX)
+    for col, dtype in (("text_id", pl.Int64), ("domain_id", pl.Int64), ("inline_text", pl.String)):
+        if col not in df.columns:
+            df = df.with_columns(pl.lit(None, dtype=dtype).alias(col))
+    df = _resolve(df, strings, "text_id", "registered_text")
+    df = df.with_columns(
+        pl.coalesce(pl.col("inline_text").cast(pl.String), pl.col("registered_text")).alias(
+            "text"
+        ),
+        pl.col("event_type_id")
+        .cast(pl.Int64)
+        .replace_strict(NVTX_EVENT_TYPES, default=None, return_dtype=pl.String)
+        .alias("event_type"),
+    )
+    if "end_global_tid" in df.columns:
+        df = df.with_columns(
+            pl.coalesce(tid_of(pl.col("end_global_tid")), pl.col("tid")).alias("end_tid")
+        )
+    # Domain names come from the process's NvtxDomainCreate rows (domainId 0 = default).
+    domains = (
+        df.filter(pl.col("event_type_id") == NVTX_DOMAIN_CREATE)
+        .select("pid", "domain_id", pl.col("text").alias("domain"))
+        .unique(subset=["pid", "domain_id"], keep="first")
+    )
+    df = df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left")
+    return model.conform(df, model.NVTX)
+
+
+def read_osrt(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFrame:
+    wanted = {
+        "start_ns": "start",
+        "end_ns": "end",
+        "name_id": "nameId",
+        "return_value": "returnValue",
+        "nesting_level": "nestingLevel",
+    }
+    df = _thread_table(db, "OSRT_API", wanted, model.OSRT, source)
+    if df is None:
+        return model.empty_frame(model.OSRT)
+    df = _resolve(df, strings, "name_id", "name")
+    return model.conform(df, model.OSRT)
+
+
+def read_sched(db: ExportDB, source: int) -> pl.DataFrame:
+    wanted = {"time_ns": "start", "cpu": "cpu", "is_sched_in": "isSchedIn"}
+    df = _thread_table(db, "SCHED_EVENTS", wanted, model.SCHED, source)
+    if df is None:
+        return model.empty_frame(model.SCHED)
+    return model.conform(df, model.SCHED)
+
+
+def read_overhead(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFrame:
+    wanted = {"start_ns": "start", "end_ns": "end", "name_id": "nameId"}
+    df = _thread_table(db, "PROFILER_OVERHEAD", wanted, model.OVERHEAD, source)
+    if df is None:
+        return model.empty_frame(model.OVERHEAD)
+    df = _resolve(df, strings, "name_id", "name")
+    return model.conform(df, model.OVERHEAD)
+
+
+def read_threads(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFrame:
+    df = _thread_table(db, "ThreadNames", {"name_id": "nameId"}, model.THREADS, source)
+    if df is None:
+        return model.empty_frame(model.THREADS)
+    df = _resolve(df, strings, "name_id", "name")
+    return model.conform(df.unique(subset=["pid", "tid"], keep="last"), model.THREADS)
+
+
+def read_processes(db: ExportDB, source: int) -> pl.DataFrame:
+    df = _read_table(db, "PROCESSES", {"pid": "pid", "name": "name"})
+    if df is None:
+        return model.empty_frame(model.PROCESSES)
+    df = _with_source(df, source)
+    return model.conform(df.unique(subset=["pid"], keep="first"), model.PROCESSES)
+
+
+def read_gpu_metrics(db: ExportDB, source: int) -> pl.DataFrame:
+    """GPU metrics samples with the metric *name*, from GPU_METRICS or GENERIC_EVENTS.
+
+    The first sample of a session has a negative timestamp and garbage values
+    (nsys-schema-notes §6); samples before the session start are dropped.
+    """
+    if db.has("GPU_METRICS") and db.has("TARGET_INFO_GPU_METRICS") and db.has_rows("GPU_METRICS"):
+        df = db.read(
+            'SELECT m.timestamp AS time_ns, m.typeId AS type_id, i.metricName AS metric, '
+            'm.value AS value FROM "GPU_METRICS" m JOIN "TARGET_INFO_GPU_METRICS" i '
+            "ON m.typeId = i.typeId AND m.metricId = i.metricId"
+        )
+    elif db.has("GENERIC_EVENTS") and db.has_rows("GENERIC_EVENTS"):
+        df = _read_generic_gpu_metrics(db)
+    else:
+        return model.empty_frame(model.GPU_METRICS)
+    df = _with_source(df, source).filter(pl.col("time_ns") >= 0)
+    return model.conform(df, model.GPU_METRICS)
+
+
+def _read_generic_gpu_metrics(db: ExportDB) -> pl.DataFrame:
+    """The pre-GPU_METRICS form: one JSON object of ``{metric name: "value"}`` per sample."""
+    cols = set(db.columns("GENERIC_EVENTS"))
+    time_col = "COALESCE(timestamp, rawTimestamp)" if "timestamp" in cols else "rawTimestamp"
+    sources = ""
+    if db.has("GENERIC_EVENT_SOURCES"):
+        sources = (
+            ' WHERE typeId IN (SELECT t.typeId FROM "GENERIC_EVENT_TYPES" t JOIN '
+            '"GENERIC_EVENT_SOURCES" s ON t.sourceId = s.sourceId '
+            "WHERE s.data LIKE '%GpuMetrics%')"
+        )
+    raw = db.read(
+        f'SELECT {time_col} AS time_ns, typeId AS type_id, data FROM "GENERIC_EVENTS"{sources}'
+    )
+    if raw.is_empty():
+        return pl.DataFrame(
+            schema={"time_ns": pl.Int64, "type_id": pl.Int64, "metric": pl.String, "value": pl.Float64}
+        )
+    decoded = raw.with_columns(pl.col("data").str.json_decode(infer_schema_length=None)).unnest(
+        "data"
+    )
+    metric_cols = [c for c in decoded.columns if c not in ("time_ns", "type_id")]
+    return decoded.unpivot(
+        index=["time_ns", "type_id"], on=metric_cols, variable_name="metric", value_name="value"
+    ).with_columns(pl.col("value").cast(pl.Float64, strict=False))
+
+
+def read_target_gpus(db: ExportDB) -> pl.DataFrame:
+    """TARGET_INFO_GPU (every GPU of the node), normalized across versions."""
+    schema = {
+        "target_id": pl.Int64,
+        "name": pl.String,
+        "pci_bus": pl.String,
+        "uuid": pl.String,
+        "cu_device": pl.Int64,
+        "sm_count": pl.Int64,
+        "memory_bandwidth_bps": pl.Int64,
+        "clock_rate_hz": pl.Int64,
+        "total_memory_bytes": pl.Int64,
+        "compute_major": pl.Int64,
+        "compute_minor": pl.Int64,
+    }
+    if not db.has("TARGET_INFO_GPU"):
+        return pl.DataFrame(schema=schema)
+    cols = set(db.columns("TARGET_INFO_GPU"))
+    id_col = "id" if "id" in cols else "deviceId"
+    wanted = {
+        "target_id": id_col,
+        "name": "name",
+        "pci_bus": "busLocation",
+        "uuid": "uuid",
+        "cu_device": "cuDevice",
+        "sm_count": "smCount",
+        "memory_bandwidth_bps": "memoryBandwidth",
+        "clock_rate_hz": "clockRate",
+        "total_memory_bytes": "totalMemory",
+        "compute_major": "computeMajor",
+        "compute_minor": "computeMinor",
+    }
+    df = db.read(_select(db, "TARGET_INFO_GPU", wanted))
+    return model.conform(df, schema)
+
+
+def read_cuda_gpus(db: ExportDB) -> pl.DataFrame:
+    """Pre-2021 TARGET_INFO_CUDA_GPU: the GPUs each process saw, by CUDA ordinal."""
+    schema = {
+        "pid": pl.Int64,
+        "device_id": pl.Int64,
+        "name": pl.String,
+        "pci_bus": pl.String,
+        "sm_count": pl.Int64,
+        "memory_bandwidth_bps": pl.Int64,
+        "clock_rate_hz": pl.Int64,
+        "total_memory_bytes": pl.Int64,
+        "compute_major": pl.Int64,
+        "compute_minor": pl.Int64,
+    }
+    if not db.has("TARGET_INFO_CUDA_GPU"):
+        return pl.DataFrame(schema=schema)
+    wanted = {
+        "pid": "pid",
+        "device_id": "deviceId",
+        "name": "name",
+        "pci_bus": "pciBusId",
+        "sm_count": "numMultiprocessors",
+        "bandwidth_kbps": "globalMemoryBandwidth",
+        "clock_khz": "coreClockRate",
+        "total_memory_bytes": "globalMemorySize",
+        "compute_major": "computeCapabilityMajor",
+        "compute_minor": "computeCapabilityMinor",
+    }
+    df = db.read(_select(db, "TARGET_INFO_CUDA_GPU", wanted))
+    # This older table gives bandwidth in kB/s and the clock in kHz.
+    df = df.with_columns(
+        (pl.col("bandwidth_kbps").cast(pl.Int64) * 1000).alias("memory_bandwidth_bps")
+        if "bandwidth_kbps" in df.columns
+        else pl.lit(None, dtype=pl.Int64).alias("memory_bandwidth_bps"),
+        (pl.col("clock_khz").cast(pl.Int64) * 1000).alias("clock_rate_hz")
+        if "clock_khz" in df.columns
+        else pl.lit(None, dtype=pl.Int64).alias("clock_rate_hz"),
+    )
+    return model.conform(df, schema)
+
+
+def read_cuda_device_map(db: ExportDB) -> pl.DataFrame:
+    """2025.1+ TARGET_INFO_CUDA_DEVICE: (pid, CUDA ordinal) → TARGET_INFO_GPU.id."""
+    schema = {"pid": pl.Int64, "device_id": pl.Int64, "target_id": pl.Int64}
+    if not db.has("TARGET_INFO_CUDA_DEVICE"):
+        return pl.DataFrame(schema=schema)
+    df = db.read(_select(db, "TARGET_INFO_CUDA_DEVICE", {"pid": "pid", "device_id": "cudaId", "target_id": "gpuId"}))
+    return model.conform(df, schema)
+
+
+def read_metadata(db: ExportDB) -> dict[str, str]:
+    """Export metadata key/values (META_DATA_EXPORT, else EXPORT_META_DATA, else {})."""
+    for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        if db.has(table):
+            return {str(k): str(v) for k, v in db.rows(f'SELECT name, value FROM "{table}"')}
+    return {}
+
+
+def read_system_env(db: ExportDB, names: Sequence[str]) -> dict[str, str]:
+    if not db.has("TARGET_INFO_SYSTEM_ENV") or "name" not in db.columns("TARGET_INFO_SYSTEM_ENV"):
+        return {}
+    quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
+    rows = db.rows(f'SELECT name, value FROM "TARGET_INFO_SYSTEM_ENV" WHERE name IN ({quoted})')
+    return {str(k): str(v) for k, v in rows}
+
+
+def read_session_start(db: ExportDB) -> int | None:
+    if not db.has("TARGET_INFO_SESSION_START_TIME"):
+        return None
+    value = db.scalar('SELECT utcEpochNs FROM "TARGET_INFO_SESSION_START_TIME" LIMIT 1')
+    return int(value) if value is not None else None  # type: ignore[call-overload]
+
+
+def read_capture_window(db: ExportDB) -> tuple[int | None, int | None]:
+    if not db.has("ANALYSIS_DETAILS"):
+        return None, None
+    cols = set(db.columns("ANALYSIS_DETAILS"))
+    if not {"startTime", "stopTime"} <= cols:
+        return None, None
+    rows = db.rows('SELECT MIN(startTime), MAX(stopTime) FROM "ANALYSIS_DETAILS"')
+    start, stop = rows[0] if rows else (None, None)
+    return (
+        int(start) if start is not None else None,  # type: ignore[call-overload]
+        int(stop) if stop is not None else None,  # type: ignore[call-overload]
+    )

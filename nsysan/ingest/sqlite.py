@@ -1,0 +1,206 @@
+"""Opening an export: file checks, a read-only connection, schema introspection, bulk reads.
+
+The user's trace is never modified: it is opened through a SQLite URI with
+``mode=ro`` (SQLAlchemy for introspection and small reads, the ADBC SQLite driver for
+bulk rows, which hands Arrow batches to polars without a Python row loop).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+import polars as pl
+import sqlalchemy as sa
+
+from nsysan.errors import (
+    EmptyTraceError,
+    InputNotFoundError,
+    NotNsysExportError,
+    NotSqliteError,
+    TruncatedTraceError,
+)
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_HEADER_BYTES = 100
+
+# Tables of which at least one is present in every Nsight Systems export we know.
+NSYS_MARKER_TABLES = frozenset(
+    {
+        "StringIds",
+        "TARGET_INFO_GPU",
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        "META_DATA_EXPORT",
+        "EXPORT_META_DATA",
+        "ThreadNames",
+    }
+)
+
+
+def sqlite_uri(path: Path) -> str:
+    """A read-only SQLite URI for ``path`` (special characters percent-encoded)."""
+    return f"file:{quote(str(path.resolve()))}?mode=ro"
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Fail with a one-line error unless ``path`` is a complete SQLite database file."""
+    if not path.exists():
+        raise InputNotFoundError(f"{path}: no such file")
+    if not path.is_file():
+        raise InputNotFoundError(f"{path}: not a file")
+    size = path.stat().st_size
+    if size == 0:
+        raise EmptyTraceError(f"{path}: the file is empty")
+    with path.open("rb") as fh:
+        header = fh.read(_HEADER_BYTES)
+    if not header.startswith(SQLITE_MAGIC):
+        raise NotSqliteError(
+            f"{path}: not a SQLite database (export .nsys-rep files with "
+            "'nsys export --type sqlite' first)"
+        )
+    if len(header) < _HEADER_BYTES:
+        raise TruncatedTraceError(f"{path}: truncated SQLite file ({size} bytes)")
+    page_size = int.from_bytes(header[16:18], "big")
+    if page_size == 1:
+        page_size = 65536
+    page_count = int.from_bytes(header[28:32], "big")
+    change_counter = int.from_bytes(header[24:28], "big")
+    valid_for = int.from_bytes(header[92:96], "big")
+    # The in-header page count is only trustworthy when "version-valid-for" matches
+    # the change counter (SQLite file format, section 1.3.7).
+    if page_count and valid_for == change_counter and size < page_count * page_size:
+        raise TruncatedTraceError(
+            f"{path}: truncated SQLite file ({size} bytes, header says "
+            f"{page_count * page_size})"
+        )
+
+
+def _wrap_db_error(path: Path, exc: Exception) -> Exception:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    low = text.lower()
+    if "not a database" in low or "file is encrypted" in low:
+        return NotSqliteError(f"{path}: not a SQLite database ({text})")
+    if "malformed" in low or "disk image" in low or "truncated" in low or "i/o" in low:
+        return TruncatedTraceError(f"{path}: damaged or truncated SQLite file ({text})")
+    return TruncatedTraceError(f"{path}: cannot read the SQLite file ({text})")
+
+
+@dataclass
+class ExportDB:
+    """A read-only handle on one export with cached schema introspection."""
+
+    path: Path
+    engine: sa.Engine
+    tables: frozenset[str]
+    _columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def columns(self, table: str) -> tuple[str, ...]:
+        if table not in self.tables:
+            return ()
+        if table not in self._columns:
+            try:
+                cols = sa.inspect(self.engine).get_columns(table)
+            except sa.exc.DBAPIError as exc:
+                raise _wrap_db_error(self.path, exc) from None
+            self._columns[table] = tuple(c["name"] for c in cols)
+        return self._columns[table]
+
+    def has_rows(self, table: str) -> bool:
+        if table not in self.tables:
+            return False
+        return bool(self.scalar(f'SELECT EXISTS (SELECT 1 FROM "{table}")'))
+
+    def scalar(self, sql: str) -> object:
+        try:
+            with self.engine.connect() as conn:
+                return conn.execute(sa.text(sql)).scalar()
+        except sa.exc.DBAPIError as exc:
+            raise _wrap_db_error(self.path, exc) from None
+
+    def rows(self, sql: str) -> list[tuple[object, ...]]:
+        try:
+            with self.engine.connect() as conn:
+                return [tuple(r) for r in conn.execute(sa.text(sql))]
+        except sa.exc.DBAPIError as exc:
+            raise _wrap_db_error(self.path, exc) from None
+
+    def read(self, sql: str, schema: dict[str, pl.DataType] | None = None) -> pl.DataFrame:
+        """Bulk-read a query into polars (ADBC; stdlib sqlite3 as a fallback)."""
+        try:
+            df = _read_adbc(self.path, sql)
+        except _AdbcUnavailable:
+            df = _read_stdlib(self.path, sql)
+        except Exception as exc:  # the driver's own errors vary by version
+            if _is_type_inference_error(exc):
+                df = _read_stdlib(self.path, sql)
+            else:
+                raise _wrap_db_error(self.path, exc) from None
+        if schema:
+            df = df.cast({k: v for k, v in schema.items() if k in df.columns}, strict=False)
+        return df
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+class _AdbcUnavailable(Exception):
+    pass
+
+
+def _is_type_inference_error(exc: Exception) -> bool:
+    # The ADBC driver infers a column's type from the first rows; a later row of
+    # another type (NULL-then-text, int-then-real) aborts the read.
+    text = str(exc).lower()
+    return "type" in text and ("column" in text or "inferred" in text or "expected" in text)
+
+
+def _read_adbc(path: Path, sql: str) -> pl.DataFrame:
+    try:
+        import adbc_driver_sqlite.dbapi as adbc
+    except ImportError as exc:  # pragma: no cover - dependency is declared
+        raise _AdbcUnavailable from exc
+    with adbc.connect(sqlite_uri(path)) as conn, conn.cursor() as cur:
+        cur.execute(sql)
+        table = cur.fetch_arrow_table()
+    return pl.DataFrame(pl.from_arrow(table))
+
+
+def _read_stdlib(path: Path, sql: str) -> pl.DataFrame:
+    try:
+        conn = sqlite3.connect(sqlite_uri(path), uri=True)
+        try:
+            cur = conn.execute(sql)
+            names = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise _wrap_db_error(path, exc) from None
+    return pl.DataFrame(rows, schema=names, orient="row", infer_schema_length=None)
+
+
+def open_export(path: Path) -> ExportDB:
+    """Check and open one export read-only; raise a one-line error if it is unusable."""
+    check_sqlite_file(path)
+    engine = sa.create_engine(f"sqlite:///{sqlite_uri(path)}&uri=true")
+    try:
+        names = frozenset(sa.inspect(engine).get_table_names())
+    except sa.exc.DBAPIError as exc:
+        engine.dispose()
+        raise _wrap_db_error(path, exc) from None
+    if not names:
+        engine.dispose()
+        raise EmptyTraceError(f"{path}: the SQLite database has no tables")
+    if not names & NSYS_MARKER_TABLES:
+        engine.dispose()
+        raise NotNsysExportError(
+            f"{path}: not an Nsight Systems export (none of StringIds, TARGET_INFO_GPU, "
+            "CUPTI_* or export metadata tables)"
+        )
+    return ExportDB(path=path, engine=engine, tables=names)

@@ -1,0 +1,310 @@
+"""The normalized trace model: one set of polars tables, whatever the export version.
+
+Every ingest path (any nsys export version, one file or many) produces a :class:`Trace`
+whose tables have exactly the columns and dtypes declared here. Analyses only ever
+see these names; version differences are absorbed in ``nsysan.ingest``.
+
+Conventions (see docs/model.md):
+
+* Times are ``Int64`` nanoseconds named ``*_ns`` on the *trace timeline*. For one
+  file that is the export's own session-relative time, unchanged (so numbers can be
+  compared with ``nsys stats``). For several files, each file's times are shifted by
+  ``its UTC session start - the earliest UTC session start``, so all ranks share one
+  clock (clock skew between hosts is not corrected).
+* ``source`` is the index of the input file (0-based, in the order files are ranked
+  by UTC session start). ``pid``/``tid`` are OS ids decoded from globalPid/globalTid;
+  a process is identified by ``(source, pid)``.
+* ``gpu`` is the index of a *physical* GPU in :attr:`Trace.gpus` (host + UUID or PCI
+  bus), never the per-process CUDA ordinal, which is kept as ``device_id``.
+* Strings from StringIds are resolved to text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+Schema = dict[str, pl.DataType | type[pl.DataType]]
+
+KERNELS: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "gpu": pl.Int32,
+    "device_id": pl.Int32,
+    "context_id": pl.Int64,
+    "stream_id": pl.Int64,
+    "correlation_id": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "short_name": pl.String,
+    "name": pl.String,  # demangled name, as nsys stats reports it
+    "grid_x": pl.Int32,
+    "grid_y": pl.Int32,
+    "grid_z": pl.Int32,
+    "block_x": pl.Int32,
+    "block_y": pl.Int32,
+    "block_z": pl.Int32,
+}
+
+MEMCPY: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "gpu": pl.Int32,
+    "device_id": pl.Int32,
+    "context_id": pl.Int64,
+    "stream_id": pl.Int64,
+    "correlation_id": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "bytes": pl.Int64,
+    "copy_kind": pl.String,  # HtoD, DtoH, DtoD, PtoP, ... (ENUM_CUDA_MEMCPY_OPER labels)
+}
+
+MEMSET: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "gpu": pl.Int32,
+    "device_id": pl.Int32,
+    "context_id": pl.Int64,
+    "stream_id": pl.Int64,
+    "correlation_id": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "bytes": pl.Int64,
+}
+
+# GPU-side synchronization records (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION).
+SYNC: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "gpu": pl.Int32,
+    "device_id": pl.Int32,
+    "context_id": pl.Int64,
+    "stream_id": pl.Int64,
+    "correlation_id": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "sync_type": pl.String,
+}
+
+# CUDA runtime and driver API calls. ``name`` has the ``_v<N>`` suffix stripped;
+# ``raw_name`` is as stored.
+CUDA_API: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "correlation_id": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "name": pl.String,
+    "raw_name": pl.String,
+    "return_value": pl.Int64,
+}
+
+# NVTX events. ``end_ns`` is null for marks; ``end_tid`` differs from ``tid`` only
+# for start/end ranges closed on another thread. ``event_type`` is the
+# ENUM_NSYS_EVENT_TYPE name (NvtxPushPopRange, NvtxStartEndRange, NvtxMark, ...).
+NVTX: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "end_tid": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "event_type": pl.String,
+    "text": pl.String,
+    "domain": pl.String,
+}
+
+OSRT: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "name": pl.String,
+    "return_value": pl.Int64,
+    "nesting_level": pl.Int32,
+}
+
+# Thread scheduling (SCHED_EVENTS): one row per switch in or out of a CPU.
+SCHED: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "time_ns": pl.Int64,
+    "cpu": pl.Int32,
+    "is_sched_in": pl.Boolean,
+}
+
+# The profiler's own overhead ranges (PROFILER_OVERHEAD), e.g. "CUDA profiling data
+# flush"; NVIDIA's gpu_gaps rule counts them as busy time of the process's GPUs.
+OVERHEAD: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "name": pl.String,
+}
+
+THREADS: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "name": pl.String,
+}
+
+PROCESSES: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "name": pl.String,
+}
+
+# GPU metrics samples (GPU_METRICS joined to TARGET_INFO_GPU_METRICS by name, or the
+# older GENERIC_EVENTS form). ``gpu`` is null when the sampled GPU could not be
+# mapped to a physical GPU of the trace; ``metric`` is NVIDIA's name
+# ("SM Active", "GPC Clock Frequency", ...), ``value`` as stored (percent or MHz).
+GPU_METRICS: Schema = {
+    "source": pl.Int32,
+    "gpu": pl.Int32,
+    "type_id": pl.Int64,
+    "time_ns": pl.Int64,
+    "metric": pl.String,
+    "value": pl.Float64,
+}
+
+# One row per physical GPU that ran work (or, when none did, none). ``gpu_key`` is
+# the identity: "<host>/<uuid>" when the export has a UUID, else "<host>/<pci bus>",
+# else "<host>/source<N>/device<D>" (named as unknown identity in ``identity``).
+GPUS: Schema = {
+    "gpu": pl.Int32,
+    "gpu_key": pl.String,
+    "identity": pl.String,  # "uuid", "pci_bus" or "ordinal" (how gpu_key was built)
+    "host": pl.String,
+    "name": pl.String,
+    "uuid": pl.String,
+    "pci_bus": pl.String,
+    "sm_count": pl.Int32,
+    "memory_bandwidth_bps": pl.Int64,
+    "clock_rate_hz": pl.Int64,
+    "total_memory_bytes": pl.Int64,
+    "compute_capability": pl.String,
+}
+
+# One row per input file.
+SOURCES: Schema = {
+    "source": pl.Int32,
+    "path": pl.String,
+    "host": pl.String,
+    "export_version": pl.String,  # e.g. "2024.5.1.113"; "pre-2021" when no metadata table
+    "schema_version": pl.String,
+    "capture_version_hint": pl.String,  # from TargetInstallDir, when present
+    "utc_start_ns": pl.Int64,  # session start, UTC epoch ns (null if the export lacks it)
+    "offset_ns": pl.Int64,  # added to this file's times to put them on the trace timeline
+    "capture_start_ns": pl.Int64,  # ANALYSIS_DETAILS start/stop, file time base
+    "capture_end_ns": pl.Int64,
+}
+
+TABLE_SCHEMAS: dict[str, Schema] = {
+    "kernels": KERNELS,
+    "memcpy": MEMCPY,
+    "memset": MEMSET,
+    "sync": SYNC,
+    "cuda_api": CUDA_API,
+    "nvtx": NVTX,
+    "osrt": OSRT,
+    "sched": SCHED,
+    "overhead": OVERHEAD,
+    "threads": THREADS,
+    "processes": PROCESSES,
+    "gpu_metrics": GPU_METRICS,
+    "gpus": GPUS,
+    "sources": SOURCES,
+}
+
+# Event tables whose absence limits what can be analysed; see Capabilities.
+EVENT_TABLES = (
+    "kernels",
+    "memcpy",
+    "memset",
+    "sync",
+    "cuda_api",
+    "nvtx",
+    "osrt",
+    "sched",
+    "overhead",
+    "gpu_metrics",
+)
+
+
+def empty_frame(schema: Schema) -> pl.DataFrame:
+    """An empty table with the given schema."""
+    return pl.DataFrame(schema=schema)
+
+
+def conform(df: pl.DataFrame, schema: Schema) -> pl.DataFrame:
+    """Select and cast ``df`` to exactly ``schema``; missing columns become nulls."""
+    exprs = []
+    for name, dtype in schema.items():
+        if name in df.columns:
+            exprs.append(pl.col(name).cast(dtype))
+        else:
+            exprs.append(pl.lit(None, dtype=dtype).alias(name))
+    return df.select(exprs)
+
+
+def check_schema(df: pl.DataFrame, schema: Schema) -> None:
+    """Raise ``TypeError`` if ``df`` does not have exactly ``schema`` (a model invariant)."""
+    expected = pl.Schema(schema)
+    if df.schema != expected:
+        raise TypeError(f"table schema {dict(df.schema)} does not match model {dict(expected)}")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the trace holds, by event table: rows present, table absent or empty.
+
+    ``present[t]`` is True when table ``t`` has at least one row in at least one file.
+    ``missing`` names, in words a user understands, what cannot be analysed and why.
+    """
+
+    present: dict[str, bool]
+    missing: tuple[str, ...]
+
+    def has(self, table: str) -> bool:
+        return self.present.get(table, False)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """All tables of one analysis (one file, or several ranks on one timeline)."""
+
+    kernels: pl.DataFrame
+    memcpy: pl.DataFrame
+    memset: pl.DataFrame
+    sync: pl.DataFrame
+    cuda_api: pl.DataFrame
+    nvtx: pl.DataFrame
+    osrt: pl.DataFrame
+    sched: pl.DataFrame
+    overhead: pl.DataFrame
+    threads: pl.DataFrame
+    processes: pl.DataFrame
+    gpu_metrics: pl.DataFrame
+    gpus: pl.DataFrame
+    sources: pl.DataFrame
+    capabilities: Capabilities
+    notes: tuple[str, ...] = field(default=())
+
+    def table(self, name: str) -> pl.DataFrame:
+        return getattr(self, name)  # type: ignore[no-any-return]
+
+    @property
+    def gpu_count(self) -> int:
+        return self.gpus.height
+
+    @property
+    def has_gpu_work(self) -> bool:
+        return self.kernels.height > 0 or self.memcpy.height > 0 or self.memset.height > 0

@@ -1,0 +1,45 @@
+"""Shared fixtures: where the real exports live, and per-trace reference reports."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _shared_traces_dir() -> Path:
+    env = os.environ.get("NSYSAN_SHARED_TRACES")
+    if env:
+        return Path(env)
+    return REPO.parent / "shared" / "traces"
+
+
+SHARED_TRACES = _shared_traces_dir()
+
+
+@pytest.fixture(scope="session")
+def shared_traces() -> Path:
+    """The folder of real Nsight exports (../shared/traces); skips when absent."""
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"real traces not found at {SHARED_TRACES}")
+    return SHARED_TRACES
+
+
+def single_file_traces() -> list[Path]:
+    """Every single-file export (``<id>-<name>/trace.sqlite``), sorted; [] when absent."""
+    if not SHARED_TRACES.is_dir():
+        return []
+    return sorted(SHARED_TRACES.glob("*/trace.sqlite"))
+
+
+def cori_rank_files() -> list[Path]:
+    """The 8 per-rank reports of one MPI job, in file-name order."""
+    return sorted((SHARED_TRACES / "cori-8rank-a").glob("report*.sqlite"))
+
+
+def reference_dir(trace_path: Path) -> Path:
+    """NVIDIA's reports for one export: ``<folder>/reference/<file stem>/``."""
+    return trace_path.parent / "reference" / trace_path.stem
