@@ -20,7 +20,7 @@ from nsysan.errors import NsysanError
 EXIT_OK, EXIT_INPUT_ERROR, EXIT_USAGE = 0, 1, 2
 
 trace_paths = click.argument(
-    "traces", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False)
+    "traces", nargs=-1, required=True, type=click.Path(path_type=Path)
 )
 
 
