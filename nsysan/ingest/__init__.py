@@ -174,6 +174,9 @@ def _assemble(infos: list[_SourceInfo], files: list[_FileTables]) -> model.Trace
         if name == "gpu_metrics":
             df = _attach_metric_gpus(df, files, gpus)
         df = _shift(df, offset_df, len(files))
+        df, dropped = _drop_inverted(df)
+        if dropped:
+            notes.append(f"{dropped} {name} row(s) ending before they start were ignored")
         tables[name] = model.conform(df, schema)
     if tables["kernels"].height:
         tables["kernels"] = tables["kernels"].sort("gpu", "start_ns", "end_ns", maintain_order=True)
@@ -265,6 +268,15 @@ def _shift(df: pl.DataFrame, offsets: pl.DataFrame, n_files: int) -> pl.DataFram
     return df.with_columns([(pl.col(c) + pl.col("offset_ns")).alias(c) for c in time_cols]).drop(
         "offset_ns"
     )
+
+
+def _drop_inverted(df: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Drop intervals with ``end_ns < start_ns`` (damaged records); count them."""
+    if "end_ns" not in df.columns or df.is_empty():
+        return df, 0
+    bad = pl.col("end_ns").is_not_null() & (pl.col("end_ns") < pl.col("start_ns"))
+    n_bad = int(df.select(bad.sum()).item())
+    return (df.filter(~bad), n_bad) if n_bad else (df, 0)
 
 
 def _identity_notes(files: list[_FileTables]) -> list[str]:

@@ -95,7 +95,8 @@ def gpu_keys(devices: pl.DataFrame, host: str | None, source: int) -> pl.DataFra
     """Identity key per mapped device: UUID, else host + PCI bus, else the ordinal."""
     host_label = host or f"source{source}"
     uuid = pl.col("uuid").str.strip_chars()
-    has_uuid = uuid.is_not_null() & (uuid != "")
+    # Some exports (e.g. virtualised GPUs) store an all-zero UUID: not an identity.
+    has_uuid = uuid.is_not_null() & (uuid != "") & ~uuid.str.contains(r"^[0-]+$")
     return devices.with_columns(
         pl.when(has_uuid)
         .then(pl.lit("uuid:") + uuid)
