@@ -1,0 +1,518 @@
+"""NCCL: communication share of GPU time, its overlap with compute, collective skew.
+
+Definitions (exact, with a worked example, in docs/metrics/nccl.md):
+
+* **NCCL kernel**: a kernel whose name -- ``short_name``, else the demangled ``name``,
+  after stripping a leading ``void `` and an unresolved ``_Z<len>`` mangling prefix --
+  starts with ``nccl``.
+* **Collective**: parsed from that name for every naming scheme NCCL and RCCL have
+  used (``ncclAllReduceRingLLKernel_sum_f32``, ``ncclKernel_AllReduce_RING_LL_Sum_float``,
+  ``ncclDevKernel_AllReduce_Sum_f32_RING_LL``, ``ncclSymkDevKernel_AllGather_LL``, ...)
+  into one of :data:`COLLECTIVES`, else :data:`OTHER` (``ncclDevKernel_Generic``
+  runs whatever work it is handed, so its collective is unknown).
+* **NCCL time** of a GPU (and of one collective on it): the length of the union of its
+  NCCL kernel intervals clipped to the GPU's analysis window. ``nccl_busy_share`` =
+  NCCL time / busy time; ``nccl_window_share`` = NCCL time / window length.
+* **Overlap with compute**: the length of (NCCL union) ∩ (union of the non-NCCL kernels
+  of the same GPU), both clipped to the window; ``overlap_share`` = overlap / NCCL time.
+* **Instances**: NCCL kernels are matched across GPUs by (collective, stream rank,
+  ordinal). The stream rank orders a GPU's streams carrying that collective by their
+  first such kernel; it is used only when every GPU running the collective has the
+  same number of such streams (``match_mode`` "stream"), else all streams are pooled
+  (``match_mode`` "collective"). The ordinal counts kernels by start time within
+  (GPU, collective, stream rank). With ``m`` the smallest per-GPU count of a group
+  run on at least 2 GPUs, ordinals ``< m`` are matched; every other kernel is
+  *unmatched* and counted, never dropped silently.
+* **Skew** of an instance: latest start - earliest start. **Estimated wait** of a
+  matched kernel: its duration - the shortest duration in its instance (the early
+  arrivers wait inside the kernel for the last one).
+
+Matching runs over the whole trace; an instance is reported when at least one of its
+kernels overlaps its GPU's window, and per-GPU counts and wait totals take only the
+kernels that do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from nsysan.intervals import clip_to_windows, total_length, union_intervals
+
+__all__ = [
+    "COLLECTIVES",
+    "NCCL_PREFIX",
+    "OTHER",
+    "SKEW_QUANTILE",
+    "NcclResult",
+    "classify_nccl",
+    "measure_nccl",
+]
+
+NCCL_PREFIX = "nccl"
+COLLECTIVES = (
+    "AllReduce",
+    "AllGather",
+    "ReduceScatter",
+    "Broadcast",
+    "Reduce",
+    "SendRecv",
+    "AllToAll",
+)
+OTHER = "Other"
+# The tail statistic of the skew distribution (besides the median and the maximum).
+SKEW_QUANTILE = 0.99
+# Percentiles are order statistics (index floor(q * (n - 1)) of the sorted values), so
+# every reported skew is the skew of a real instance.
+_QUANTILE_METHOD = "lower"
+
+# NCCL 2.8-2.18 ``ncclKernel_<coll>_<algo>_<proto>_<redop>_<type>``, RCCL debug builds
+# ``ncclKernelDebug_...``, NCCL >= 2.19 ``ncclDevKernel_<coll>[_<redop>_<ty>][_<algo>_<proto>]``
+# (src/device/generate.py), NCCL >= 2.27 symmetric ``ncclSymkDevKernel_<coll>_<algo>...``
+# (src/device/symmetric/generate.py).
+_PREFIXED_NAME = r"^nccl(?:Kernel|KernelDebug|DevKernel|SymkDevKernel)_([A-Za-z]+)"
+# NCCL <= 2.7: ``nccl<Coll>[Ring|Tree|CollNet][LL|LL128]Kernel_<op>_<type>``; the lazy
+# token is the shortest collective name that lets the rest match.
+_LEGACY_NAME = r"^nccl([A-Za-z]+?)(?:Ring|Tree|CollNet)?(?:LL128|LL)?Kernel_"
+# nsys stores a demangling failure as the mangled symbol; NCCL kernels are in the global
+# namespace, so ``_Z<len>`` is the whole prefix.
+_NAME_NOISE = r"^(?:void\s+)?(?:_Z\d+)?"
+
+# Lower-cased collective token -> collective. AllGatherV (NCCL 2.28+) is an AllGather;
+# RCCL's AllToAllPivot and the GDA all-to-alls are all-to-alls.
+_COLLECTIVE_TOKENS = {
+    "allreduce": "AllReduce",
+    "allgather": "AllGather",
+    "allgatherv": "AllGather",
+    "reducescatter": "ReduceScatter",
+    "broadcast": "Broadcast",
+    "reduce": "Reduce",
+    "sendrecv": "SendRecv",
+    "send": "SendRecv",
+    "recv": "SendRecv",
+    "alltoall": "AllToAll",
+    "alltoallv": "AllToAll",
+    "alltoallpivot": "AllToAll",
+    "alltoallgda": "AllToAll",
+    "alltoallvgda": "AllToAll",
+}
+
+# Label of the pseudo-collective "all NCCL kernels" while per-GPU and per-collective
+# figures are computed in one pass.
+_ALL = "\x00all"
+# A stream is (file, process, context, stream id).
+_STREAM = ("source", "pid", "context_id", "stream_id")
+# Stands in for a null stream key so that joins on the key keep the row.
+_NO_ID = -1
+# match_mode values: streams paired by rank, or all streams of a collective pooled.
+_BY_STREAM = "stream"
+_POOLED = "collective"
+_GROUP = ("collective", "stream_rank")
+_INSTANCE = ("collective", "stream_rank", "ordinal")
+
+
+@dataclass(frozen=True)
+class NcclResult:
+    """NCCL share, overlap and collective skew (see the module docstring).
+
+    ``per_gpu``: one row per GPU of the windows: ``window_ns``, ``busy_ns``,
+    ``nccl_kernels``, ``nccl_kernel_ns`` (sum of clipped durations), ``nccl_ns``
+    (union), ``nccl_busy_share``, ``nccl_window_share``, ``overlap_ns``,
+    ``overlap_share``, ``matched_kernels``, ``unmatched_kernels``,
+    ``matched_kernel_ns`` (sum of durations of matched kernels), ``wait_ns``,
+    ``wait_share`` (= wait / matched kernel time), ``arrival_lag_ns`` (sum of
+    start - earliest start), ``last_arrivals`` (instances this GPU started last).
+    ``per_collective``: the same columns (except window/busy) per (gpu, collective).
+    ``instances``: one row per matched instance: ``collective``, ``stream_rank``,
+    ``ordinal``, ``gpus``, ``first_start_ns``, ``last_start_ns``, ``skew_ns``,
+    ``fastest_ns``, ``slowest_ns``, ``wait_ns`` (sum over its GPUs), ``last_gpu`` (the
+    GPU that started last, lowest index on a tie; null when the skew is 0).
+    ``instance_kernels``: one row per matched kernel: instance key, ``gpu``,
+    ``stream_id``, ``start_ns``, ``end_ns``, ``duration_ns``, ``lag_ns``, ``wait_ns``,
+    ``in_window``.
+    ``matching``: one row per (collective, stream_rank): ``match_mode``, ``gpus``,
+    ``min_count``/``max_count`` (kernels per GPU over the whole trace), ``kernels``
+    (in windows), ``matched_instances``, ``unmatched_kernels``.
+    Scalars pool all GPUs; a skew or share is None when nothing defines it.
+    """
+
+    per_gpu: pl.DataFrame
+    per_collective: pl.DataFrame
+    instances: pl.DataFrame
+    instance_kernels: pl.DataFrame
+    matching: pl.DataFrame
+    nccl_kernels: int
+    nccl_ns: int
+    nccl_busy_share: float | None
+    nccl_window_share: float | None
+    overlap_ns: int
+    overlap_share: float | None
+    matched_instances: int
+    unmatched_kernels: int
+    skew_median_ns: int | None
+    skew_p99_ns: int | None
+    skew_max_ns: int | None
+    wait_ns: int
+    wait_share: float | None
+
+
+def _kernel_label() -> pl.Expr:
+    return pl.coalesce(pl.col("short_name"), pl.col("name")).str.replace(_NAME_NOISE, "")
+
+
+def _classify_names(names: pl.DataFrame) -> pl.DataFrame:
+    label = _kernel_label()
+    token = pl.coalesce(
+        label.str.extract(_PREFIXED_NAME, 1), label.str.extract(_LEGACY_NAME, 1)
+    ).str.to_lowercase()
+    is_nccl = label.str.starts_with(NCCL_PREFIX).fill_null(False)
+    collective = token.replace_strict(_COLLECTIVE_TOKENS, default=OTHER, return_dtype=pl.String)
+    return names.with_columns(
+        is_nccl.alias("is_nccl"),
+        pl.when(is_nccl).then(collective).otherwise(None).alias("collective"),
+    )
+
+
+def classify_nccl(kernels: pl.DataFrame) -> pl.DataFrame:
+    """``kernels`` with ``is_nccl`` (Boolean) and ``collective`` (null when not NCCL)."""
+    names = ["short_name", "name"]
+    # A trace has millions of kernels but few distinct names: parse each name once.
+    parsed = _classify_names(kernels.select(names).unique())
+    return kernels.drop("is_nccl", "collective", strict=False).join(
+        parsed, on=names, how="left", nulls_equal=True, maintain_order="left"
+    )
+
+
+def _share(num: str, den: str) -> pl.Expr:
+    return (
+        pl.when(pl.col(den) > 0)
+        .then(pl.col(num).cast(pl.Float64) / pl.col(den))
+        .otherwise(None)
+        .cast(pl.Float64)
+    )
+
+
+def _with_all(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` plus a copy of its rows labelled as the pseudo-collective of all NCCL."""
+    return pl.concat([df, df.with_columns(pl.lit(_ALL).alias("collective"))])
+
+
+def _with_window(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Adds ``in_window`` and the clipped bounds ``clip_start_ns``/``clip_end_ns``.
+
+    A kernel is in its GPU's window when it overlaps or touches it (the convention of
+    ``nsysan.intervals.clip_to_windows``); GPUs without a window have none.
+    """
+    joined = kernels.join(windows, on="gpu", how="left")
+    inside = (pl.col("end_ns") >= pl.col("window_start_ns")) & (
+        pl.col("start_ns") <= pl.col("window_end_ns")
+    )
+    return joined.with_columns(
+        inside.fill_null(False).alias("in_window"),
+        pl.max_horizontal("start_ns", "window_start_ns").alias("clip_start_ns"),
+        pl.min_horizontal("end_ns", "window_end_ns").alias("clip_end_ns"),
+    ).drop("window_start_ns", "window_end_ns")
+
+
+def _time_stats(kernels: pl.DataFrame) -> pl.DataFrame:
+    """Per (gpu, collective incl. all): kernel counts, NCCL union and its compute overlap."""
+    inside = kernels.filter(pl.col("in_window")).select(
+        "gpu",
+        "collective",
+        "is_nccl",
+        pl.col("clip_start_ns").alias("start_ns"),
+        pl.col("clip_end_ns").alias("end_ns"),
+    )
+    nccl = _with_all(inside.filter(pl.col("is_nccl")).drop("is_nccl"))
+    keys = ["gpu", "collective"]
+    counts = nccl.group_by(keys).agg(
+        pl.len().cast(pl.Int64).alias("kernels"),
+        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("kernel_ns"),
+    )
+    union = total_length(nccl, by=keys, name="nccl_ns")
+    # Merged once, then repeated for each collective of the GPU.
+    compute = union_intervals(
+        inside.filter(~pl.col("is_nccl")).select("gpu", "start_ns", "end_ns"), by="gpu"
+    )
+    compute_ns = compute.group_by("gpu").agg(
+        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("_compute_ns")
+    )
+    per_collective = compute.join(counts.select(keys), on="gpu", how="inner").select(nccl.columns)
+    # |NCCL ∩ compute| = |NCCL| + |compute| - |NCCL ∪ compute|: three unions (one sort
+    # each) cost less than an intersection sweep over millions of intervals.
+    either = total_length(pl.concat([nccl, per_collective]), by=keys, name="_either_ns")
+    return (
+        counts.join(union, on=keys, how="left")
+        .join(compute_ns, on="gpu", how="left")
+        .join(either, on=keys, how="left")
+        .with_columns(pl.col("nccl_ns", "_compute_ns", "_either_ns").fill_null(0))
+        .with_columns(
+            (pl.col("nccl_ns") + pl.col("_compute_ns") - pl.col("_either_ns")).alias("overlap_ns")
+        )
+        .select(*keys, "kernels", "kernel_ns", pl.col("nccl_ns", "overlap_ns").cast(pl.Int64))
+    )
+
+
+def _match_instances(kernels: pl.DataFrame) -> pl.DataFrame:
+    """NCCL kernels (whole trace) with ``stream_rank``, ``ordinal``, ``match_mode``,
+    ``matched`` and the group figures ``gpus``, ``min_count``, ``max_count``."""
+    nccl = kernels.filter(pl.col("is_nccl")).with_columns(pl.col(list(_STREAM)).fill_null(_NO_ID))
+    per_stream = ["gpu", "collective", *_STREAM]
+    streams = (
+        nccl.group_by(per_stream)
+        .agg(pl.col("start_ns").min().alias("_first_ns"))
+        .sort(["gpu", "collective", "_first_ns", *_STREAM])
+        .with_columns(
+            pl.int_range(pl.len()).over("gpu", "collective").alias("_rank"),
+            pl.len().over("gpu", "collective").alias("_streams"),
+        )
+    )
+    # Streams pair up across GPUs only if each GPU has as many of them.
+    mode = streams.group_by("collective").agg(
+        pl.when(pl.col("_streams").n_unique() == 1)
+        .then(pl.lit(_BY_STREAM))
+        .otherwise(pl.lit(_POOLED))
+        .alias("match_mode")
+    )
+    streams = streams.join(mode, on="collective").with_columns(
+        pl.when(pl.col("match_mode") == _BY_STREAM)
+        .then(pl.col("_rank"))
+        .otherwise(0)
+        .cast(pl.Int64)
+        .alias("stream_rank")
+    )
+    nccl = (
+        nccl.join(streams.select(*per_stream, "stream_rank", "match_mode"), on=per_stream)
+        .sort(["gpu", *_GROUP, "start_ns", "end_ns", *_STREAM, "correlation_id"])
+        .with_columns(
+            pl.int_range(pl.len()).over("gpu", *_GROUP).cast(pl.Int64).alias("ordinal"),
+            pl.len().over("gpu", *_GROUP).cast(pl.Int64).alias("_count"),
+        )
+    )
+    groups = nccl.group_by(_GROUP).agg(
+        pl.col("gpu").n_unique().cast(pl.Int64).alias("gpus"),
+        pl.col("_count").min().alias("min_count"),
+        pl.col("_count").max().alias("max_count"),
+    )
+    return (
+        nccl.join(groups, on=list(_GROUP))
+        .with_columns(
+            ((pl.col("gpus") >= 2) & (pl.col("ordinal") < pl.col("min_count"))).alias("matched")
+        )
+        .drop("_count")
+    )
+
+
+def _instance_kernels(matched: pl.DataFrame) -> pl.DataFrame:
+    inst = list(_INSTANCE)
+    duration = pl.col("end_ns") - pl.col("start_ns")
+    return (
+        matched.filter(pl.col("matched"))
+        .filter(pl.col("in_window").any().over(inst))
+        .with_columns(duration.alias("duration_ns"))
+        .with_columns(
+            (pl.col("start_ns") - pl.col("start_ns").min().over(inst)).alias("lag_ns"),
+            (pl.col("duration_ns") - pl.col("duration_ns").min().over(inst)).alias("wait_ns"),
+        )
+        .select(
+            *inst,
+            "gpu",
+            "stream_id",
+            "start_ns",
+            "end_ns",
+            "duration_ns",
+            "lag_ns",
+            "wait_ns",
+            "in_window",
+        )
+        .sort([*inst, "gpu"])
+    )
+
+
+def _instances(instance_kernels: pl.DataFrame) -> pl.DataFrame:
+    inst = list(_INSTANCE)
+    return (
+        instance_kernels.group_by(inst)
+        .agg(
+            pl.len().cast(pl.Int64).alias("gpus"),
+            pl.col("start_ns").min().alias("first_start_ns"),
+            pl.col("start_ns").max().alias("last_start_ns"),
+            pl.col("duration_ns").min().alias("fastest_ns"),
+            pl.col("duration_ns").max().alias("slowest_ns"),
+            pl.col("wait_ns").sum().alias("wait_ns"),
+            pl.col("gpu")
+            .sort_by("start_ns", "gpu", descending=[False, True])
+            .last()
+            .alias("last_gpu"),
+        )
+        .with_columns((pl.col("last_start_ns") - pl.col("first_start_ns")).alias("skew_ns"))
+        .with_columns(pl.when(pl.col("skew_ns") > 0).then(pl.col("last_gpu")).alias("last_gpu"))
+        .sort(inst)
+    )
+
+
+def _wait_stats(matched: pl.DataFrame, instance_kernels: pl.DataFrame) -> pl.DataFrame:
+    """Per (gpu, collective incl. all): matched/unmatched counts and wait totals, in windows."""
+    keys = ["gpu", "collective"]
+    counts = (
+        _with_all(matched.filter(pl.col("in_window")).select("gpu", "collective", "matched"))
+        .group_by(keys)
+        .agg(
+            pl.col("matched").sum().cast(pl.Int64).alias("matched_kernels"),
+            (~pl.col("matched")).sum().cast(pl.Int64).alias("unmatched_kernels"),
+        )
+    )
+    last = pl.col("lag_ns") == pl.col("lag_ns").max().over(_INSTANCE)
+    ik = instance_kernels.with_columns((last & (pl.col("lag_ns") > 0)).alias("_last")).filter(
+        pl.col("in_window")
+    )
+    waits = (
+        _with_all(ik.select("gpu", "collective", "duration_ns", "wait_ns", "lag_ns", "_last"))
+        .group_by(keys)
+        .agg(
+            pl.col("duration_ns").sum().alias("matched_kernel_ns"),
+            pl.col("wait_ns").sum().alias("wait_ns"),
+            pl.col("lag_ns").sum().alias("arrival_lag_ns"),
+            pl.col("_last").sum().cast(pl.Int64).alias("last_arrivals"),
+        )
+    )
+    return counts.join(waits, on=keys, how="left").with_columns(
+        pl.col("matched_kernel_ns", "wait_ns", "arrival_lag_ns", "last_arrivals")
+        .fill_null(0)
+        .cast(pl.Int64)
+    )
+
+
+_STAT_COLUMNS = (
+    "nccl_kernels",
+    "nccl_kernel_ns",
+    "nccl_ns",
+    "overlap_ns",
+    "matched_kernels",
+    "unmatched_kernels",
+    "matched_kernel_ns",
+    "wait_ns",
+    "arrival_lag_ns",
+    "last_arrivals",
+)
+
+
+def _pooled_share(totals: pl.DataFrame, num: str, den: str) -> float | None:
+    value = totals.select(_share(num, den)).item()
+    return None if value is None else float(value)
+
+
+def measure_nccl(
+    trace_kernels: pl.DataFrame, busy: pl.DataFrame, windows: pl.DataFrame
+) -> NcclResult:
+    """NCCL share of busy time and window, overlap with compute, and collective skew.
+
+    :param trace_kernels: the trace's ``kernels`` table (model.KERNELS columns); rows
+        without a GPU or bounds, or ending before they start, are left out.
+    :param busy: busy intervals ``gpu, start_ns, end_ns`` (any busy mode; clipped to
+        the windows here, overlaps counted once).
+    :param windows: ``gpu, window_start_ns, window_end_ns``, one row per GPU.
+    """
+    w = windows.select("gpu", "window_start_ns", "window_end_ns")
+    valid = trace_kernels.filter(
+        pl.col("gpu").is_not_null()
+        & pl.col("start_ns").is_not_null()
+        & pl.col("end_ns").is_not_null()
+        & (pl.col("end_ns") >= pl.col("start_ns"))
+    )
+    kernels = _with_window(classify_nccl(valid), w)
+    keys = ["gpu", "collective"]
+
+    matched = _match_instances(kernels)
+    instance_kernels = _instance_kernels(matched)
+    instances = _instances(instance_kernels)
+    stats = (
+        _time_stats(kernels)
+        .rename({"kernels": "nccl_kernels", "kernel_ns": "nccl_kernel_ns"})
+        .join(_wait_stats(matched, instance_kernels), on=keys, how="left")
+        .with_columns(pl.col(list(_STAT_COLUMNS)).fill_null(0).cast(pl.Int64))
+    )
+    shares = [
+        _share("overlap_ns", "nccl_ns").alias("overlap_share"),
+        _share("wait_ns", "matched_kernel_ns").alias("wait_share"),
+    ]
+
+    busy_ns = total_length(
+        clip_to_windows(busy.select("gpu", "start_ns", "end_ns"), w, by="gpu"),
+        by="gpu",
+        name="busy_ns",
+    )
+    gpu_stats = stats.filter(pl.col("collective") == _ALL).drop("collective")
+    per_gpu = (
+        w.select("gpu", (pl.col("window_end_ns") - pl.col("window_start_ns")).alias("window_ns"))
+        .join(busy_ns, on="gpu", how="left")
+        .join(gpu_stats, on="gpu", how="left")
+        .with_columns(pl.col("busy_ns", *_STAT_COLUMNS).fill_null(0).cast(pl.Int64))
+        .with_columns(
+            _share("nccl_ns", "busy_ns").alias("nccl_busy_share"),
+            _share("nccl_ns", "window_ns").alias("nccl_window_share"),
+            *shares,
+        )
+        .sort("gpu")
+    )
+    per_collective = (
+        stats.filter(pl.col("collective") != _ALL)
+        .join(per_gpu.select("gpu", "busy_ns", "window_ns"), on="gpu", how="left")
+        .with_columns(
+            _share("nccl_ns", "busy_ns").alias("nccl_busy_share"),
+            _share("nccl_ns", "window_ns").alias("nccl_window_share"),
+            *shares,
+        )
+        .drop("busy_ns", "window_ns")
+        .sort(keys)
+    )
+
+    in_window = matched.filter(pl.col("in_window"))
+    matching = (
+        matched.group_by(_GROUP)
+        .agg(pl.col("match_mode", "gpus", "min_count", "max_count").first())
+        .join(
+            in_window.group_by(_GROUP).agg(
+                pl.len().cast(pl.Int64).alias("kernels"),
+                (~pl.col("matched")).sum().cast(pl.Int64).alias("unmatched_kernels"),
+            ),
+            on=list(_GROUP),
+            how="left",
+        )
+        .join(
+            instances.group_by(_GROUP).agg(pl.len().cast(pl.Int64).alias("matched_instances")),
+            on=list(_GROUP),
+            how="left",
+        )
+        .with_columns(pl.col("kernels", "unmatched_kernels", "matched_instances").fill_null(0))
+        .sort(list(_GROUP))
+    )
+
+    totals = per_gpu.select(pl.col(*_STAT_COLUMNS, "busy_ns", "window_ns").sum())
+    skew = pl.col("skew_ns")
+    skews = instances.select(
+        skew.quantile(0.5, _QUANTILE_METHOD).cast(pl.Int64).alias("median"),
+        skew.quantile(SKEW_QUANTILE, _QUANTILE_METHOD).cast(pl.Int64).alias("tail"),
+        skew.max().alias("max"),
+    ).row(0, named=True)
+    return NcclResult(
+        per_gpu=per_gpu,
+        per_collective=per_collective,
+        instances=instances,
+        instance_kernels=instance_kernels,
+        matching=matching,
+        nccl_kernels=int(totals["nccl_kernels"][0]),
+        nccl_ns=int(totals["nccl_ns"][0]),
+        nccl_busy_share=_pooled_share(totals, "nccl_ns", "busy_ns"),
+        nccl_window_share=_pooled_share(totals, "nccl_ns", "window_ns"),
+        overlap_ns=int(totals["overlap_ns"][0]),
+        overlap_share=_pooled_share(totals, "overlap_ns", "nccl_ns"),
+        matched_instances=instances.height,
+        unmatched_kernels=int(totals["unmatched_kernels"][0]),
+        skew_median_ns=skews["median"],
+        skew_p99_ns=skews["tail"],
+        skew_max_ns=skews["max"],
+        wait_ns=int(totals["wait_ns"][0]),
+        wait_share=_pooled_share(totals, "wait_ns", "matched_kernel_ns"),
+    )
