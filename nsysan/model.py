@@ -165,7 +165,9 @@ PROCESSES: Schema = {
 # GPU metrics samples (GPU_METRICS joined to TARGET_INFO_GPU_METRICS by name, or the
 # older GENERIC_EVENTS form). ``gpu`` is null when the sampled GPU could not be
 # mapped to a physical GPU of the trace; ``metric`` is NVIDIA's name
-# ("SM Active", "GPC Clock Frequency", ...), ``value`` as stored (percent or MHz).
+# ("SM Active", "GPC Clock Frequency", ...), ``value`` as stored: percent of peak
+# for throughput/activity metrics; clocks as the export stores them (Hz in the exports we
+# have; nsysan.analyze.contention normalises clocks to MHz).
 GPU_METRICS: Schema = {
     "source": pl.Int32,
     "gpu": pl.Int32,

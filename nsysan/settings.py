@@ -46,7 +46,7 @@ class Settings:
     # Number of equal time windows for load-drift series (seed 4.2); at least 20.
     drift_windows: int = 20
     # NVML-style utilization sample period (nvidia-smi samples over ~1 s periods;
-    # shorter traces are sampled at 1/20 of the window, see docs/metrics.md#dashboard).
+    # shorter traces use 1/20 of the longest window, see docs/metrics/dashboard.md).
     dashboard_period_ns: int = 1_000_000_000
     # A clock sample more than this share below the trace's max clock is a drop.
     clock_drop_share: float = 0.15
