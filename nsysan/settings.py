@@ -50,8 +50,9 @@ class Settings:
     dashboard_period_ns: int = 1_000_000_000
     # A clock sample more than this share below the trace's max clock is a drop.
     clock_drop_share: float = 0.15
-    # A gap is "launched late" when the next kernel's launch call started after the
-    # gap began; "GPU-side wait" when it was launched more than this before the gap ended.
+    # A gap is "launched late" when the launch call of the operation that ends it started
+    # no earlier than this many ns before the gap began; otherwise "GPU-side wait"
+    # (docs/metrics/host.md#primary).
     launch_slack_ns: int = 0
     lang: Literal["en", "zh"] = "en"
 

@@ -1,0 +1,781 @@
+"""Imbalance across GPUs: per-GPU load, the kernels behind the skew, drift, pipeline bubbles.
+
+Definition (docs/metrics/balance.md):
+
+* **Per GPU**, inside its analysis window: ``busy_ns`` (the busy union handed in,
+  :mod:`nsysan.analyze.busy`), ``compute_ns`` (union of non-NCCL kernels),
+  ``nccl_ns`` (union of NCCL kernels), ``kernel_ns`` (sum of kernel durations,
+  overlaps counted twice). A kernel is NCCL when its ``short_name`` contains
+  ``nccl`` (case-insensitive, :data:`NCCL_NAME_PATTERN`).
+* **Load-balance efficiency** = mean / max over GPUs; **max/mean** its companion
+  skew (1.12 is the seed's 12% TP skew), for busy and for compute time.
+* **Kernel diff**: most and least loaded GPU by ``compute_ns``; per kernel name
+  (demangled), the summed non-NCCL kernel time on each, their difference and its
+  share of the total difference; the top :data:`KERNEL_DIFF_TOP_N` by absolute
+  difference, the rest as one ``(other kernels)`` row, so the rows sum to the total.
+* **Drift**: the span from the earliest window start to the latest window end cut
+  into ``settings.drift_windows`` (>= :data:`MIN_DRIFT_WINDOWS`) equal windows;
+  busy share per GPU per window, per window the spread (max - min share) and the
+  leading GPU, how often the leader changes, and per-GPU linear trend of the
+  busy share across the span.
+* **Pipeline bubbles**: iteration boundaries from a repeated NVTX range (else a
+  repeated kernel sequence); per iteration and GPU the idle share, the fill bubble
+  (idle from the iteration start to the GPU's first busy instant) and the drain
+  bubble (idle from its last busy instant to the iteration end). Not applicable,
+  with the reason, when no boundaries are found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import polars as pl
+
+from nsysan.errors import SettingsError
+from nsysan.intervals import clip_to_windows, overlap_with, union_intervals
+from nsysan.model import Trace
+from nsysan.settings import Settings
+
+__all__ = [
+    "ITERATION_MIN_COUNT",
+    "ITERATION_MIN_COVERAGE_SHARE",
+    "KERNEL_DIFF_TOP_N",
+    "MIN_DRIFT_WINDOWS",
+    "NCCL_NAME_PATTERN",
+    "PERIOD_MIN_MATCH_SHARE",
+    "ImbalanceResult",
+    "IterationSource",
+    "find_iterations",
+    "measure_imbalance",
+]
+
+NCCL_NAME_PATTERN = "(?i)nccl"
+KERNEL_DIFF_TOP_N = 10
+OTHER_KERNELS = "(other kernels)"
+MIN_DRIFT_WINDOWS = 20
+
+# Iterations: a boundary series must repeat at least this often ...
+ITERATION_MIN_COUNT = 3
+# ... and an NVTX series must cover at least this share of its own span and of
+# the GPUs' span, which keeps out short API-call ranges that merely repeat.
+ITERATION_MIN_COVERAGE_SHARE = 0.5
+# Candidate NVTX series tried, by time covered, before falling back to kernels.
+NVTX_CANDIDATES = 5
+# NVTX domains of libraries, whose ranges mark API calls, never iterations.
+LIBRARY_NVTX_DOMAINS = ("nccl",)
+# A kernel sequence is periodic with period p when this share of kernels has the
+# same name as the kernel p positions later.
+PERIOD_MIN_MATCH_SHARE = 0.9
+# Period candidates per GPU (the most frequent distances between repeats of a
+# name) and the kernels per GPU searched, to bound the cost on huge traces.
+PERIOD_CANDIDATES = 16
+PERIOD_SEARCH_KERNELS = 50_000
+
+IterationSource = Literal["nvtx", "kernel_sequence"]
+
+GPU = "gpu"
+START = "start_ns"
+END = "end_ns"
+WINDOW_START = "window_start_ns"
+WINDOW_END = "window_end_ns"
+
+
+@dataclass(frozen=True)
+class ImbalanceResult:
+    """Load per GPU, the kernels behind the skew, drift over time and pipeline bubbles.
+
+    ``per_gpu``: gpu, window bounds, ``window_ns``, ``busy_ns``, ``busy_share``,
+    ``compute_ns``, ``compute_share``, ``nccl_ns``, ``kernel_ns``, ``kernel_count``,
+    ``busy_share_trend`` (fitted change of the drift busy share over the span).
+    ``kernel_diff``: ``name``, ``short_name``, ``most_ns``, ``least_ns``,
+    ``most_count``, ``least_count``, ``diff_ns``, ``diff_share``.
+    ``drift``: one row per (window, gpu): ``window``, ``start_ns``, ``end_ns``,
+    ``gpu``, ``busy_ns``, ``busy_share``. ``drift_windows``: per window
+    ``mean_share``, ``min_share``, ``max_share``, ``spread_share``, ``efficiency``,
+    ``leader_gpu``.
+    ``iterations``: ``iteration``, ``start_ns``, ``end_ns``. ``bubbles``: per
+    (iteration, gpu) ``iteration_ns``, ``busy_ns``, ``idle_ns``, ``fill_ns``,
+    ``drain_ns`` and their shares. ``bubbles_per_gpu``: the same summed per GPU.
+    """
+
+    per_gpu: pl.DataFrame
+    busy_efficiency: float | None
+    busy_max_over_mean: float | None
+    compute_efficiency: float | None
+    compute_max_over_mean: float | None
+    most_loaded_gpu: int | None
+    least_loaded_gpu: int | None
+    compute_diff_ns: int
+    kernel_diff_total_ns: int
+    kernel_diff: pl.DataFrame
+    drift: pl.DataFrame
+    drift_windows: pl.DataFrame
+    drift_spread_mean: float | None
+    drift_spread_max: float | None
+    spread_trend: float | None
+    leader_changes: int
+    leaders: tuple[int, ...]
+    iterations: pl.DataFrame
+    iteration_source: IterationSource | None
+    iteration_label: str | None
+    bubbles: pl.DataFrame
+    bubbles_per_gpu: pl.DataFrame
+    bubble_share: float | None
+    fill_share: float | None
+    drain_share: float | None
+    bubble_reason: str
+
+
+def _gpu_windows(windows: pl.DataFrame) -> pl.DataFrame:
+    """One window per GPU; process-device windows (nvidia busy mode) merge into their hull."""
+    return (
+        windows.group_by(GPU)
+        .agg(pl.col(WINDOW_START).min(), pl.col(WINDOW_END).max())
+        .select(
+            pl.col(GPU).cast(pl.Int32),
+            pl.col(WINDOW_START).cast(pl.Int64),
+            pl.col(WINDOW_END).cast(pl.Int64),
+        )
+        .sort(GPU)
+    )
+
+
+def _is_nccl() -> pl.Expr:
+    return pl.col("short_name").fill_null("").str.contains(NCCL_NAME_PATTERN)
+
+
+def _kernels_in_windows(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Kernels clipped to their GPU's window, names kept (rows outside dropped)."""
+    return (
+        kernels.drop_nulls([GPU, START, END])
+        .join(windows, on=GPU, how="inner")
+        .filter((pl.col(END) >= pl.col(WINDOW_START)) & (pl.col(START) <= pl.col(WINDOW_END)))
+        .with_columns(
+            pl.max_horizontal(START, WINDOW_START).alias(START),
+            pl.min_horizontal(END, WINDOW_END).alias(END),
+            _is_nccl().alias("nccl"),
+        )
+        .with_columns((pl.col(END) - pl.col(START)).alias("duration_ns"))
+        .select(GPU, "name", "short_name", START, END, "duration_ns", "nccl")
+    )
+
+
+def _union_ns(intervals: pl.DataFrame, name: str) -> pl.DataFrame:
+    u = union_intervals(intervals.select(GPU, START, END), by=GPU)
+    return u.group_by(GPU).agg((pl.col(END) - pl.col(START)).sum().alias(name))
+
+
+def _per_gpu(windows: pl.DataFrame, busy: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
+    window_ns = pl.col(WINDOW_END) - pl.col(WINDOW_START)
+
+    def share(col: str) -> pl.Expr:
+        return pl.when(pl.col("window_ns") > 0).then(pl.col(col) / pl.col("window_ns"))
+
+    sums = kernels.group_by(GPU).agg(
+        pl.col("duration_ns").sum().alias("kernel_ns"),
+        pl.len().cast(pl.Int64).alias("kernel_count"),
+    )
+    table = windows.with_columns(window_ns.alias("window_ns"))
+    for part in (
+        _union_ns(busy, "busy_ns"),
+        _union_ns(kernels.filter(~pl.col("nccl")), "compute_ns"),
+        _union_ns(kernels.filter(pl.col("nccl")), "nccl_ns"),
+        sums,
+    ):
+        table = table.join(part, on=GPU, how="left")
+    return (
+        table.with_columns(
+            pl.col("busy_ns", "compute_ns", "nccl_ns", "kernel_ns", "kernel_count").fill_null(0)
+        )
+        .with_columns(
+            share("busy_ns").alias("busy_share"), share("compute_ns").alias("compute_share")
+        )
+        .select(
+            GPU,
+            WINDOW_START,
+            WINDOW_END,
+            "window_ns",
+            "busy_ns",
+            "busy_share",
+            "compute_ns",
+            "compute_share",
+            "nccl_ns",
+            "kernel_ns",
+            "kernel_count",
+        )
+        .sort(GPU)
+    )
+
+
+def _efficiency(values: pl.Series) -> tuple[float | None, float | None]:
+    """(mean / max, max / mean) of per-GPU times; None when undefined."""
+    if values.is_empty():
+        return None, None
+    mean = float(values.mean())  # type: ignore[arg-type]
+    top = float(values.max())  # type: ignore[arg-type]
+    if top <= 0:
+        return None, None
+    return mean / top, top / mean
+
+
+def _kernel_diff(kernels: pl.DataFrame, most: int, least: int) -> tuple[pl.DataFrame, int]:
+    compute = kernels.filter(~pl.col("nccl") & pl.col(GPU).is_in([most, least]))
+    per_name = compute.group_by("name", GPU).agg(
+        pl.col("short_name").first(),
+        pl.col("duration_ns").sum().alias("time_ns"),
+        pl.len().cast(pl.Int64).alias("count"),
+    )
+
+    def side(gpu: int, label: str) -> pl.DataFrame:
+        return per_name.filter(pl.col(GPU) == gpu).select(
+            "name",
+            pl.col("short_name").alias(f"_short_{label}"),
+            pl.col("time_ns").alias(f"{label}_ns"),
+            pl.col("count").alias(f"{label}_count"),
+        )
+
+    table = (
+        side(most, "most")
+        .join(side(least, "least"), on="name", how="full", coalesce=True)
+        .with_columns(
+            pl.coalesce("_short_most", "_short_least").alias("short_name"),
+            pl.col("most_ns", "least_ns", "most_count", "least_count").fill_null(0),
+        )
+        .with_columns((pl.col("most_ns") - pl.col("least_ns")).alias("diff_ns"))
+        .sort([pl.col("diff_ns").abs(), pl.col("name")], descending=[True, False])
+        .select("name", "short_name", "most_ns", "least_ns", "most_count", "least_count", "diff_ns")
+    )
+    total = int(table.get_column("diff_ns").sum())
+    top = table.head(KERNEL_DIFF_TOP_N)
+    rest = table.slice(KERNEL_DIFF_TOP_N)
+    if not rest.is_empty():
+        other = rest.select(
+            pl.lit(OTHER_KERNELS).alias("name"),
+            pl.lit(OTHER_KERNELS).alias("short_name"),
+            *[
+                pl.col(c).sum()
+                for c in ("most_ns", "least_ns", "most_count", "least_count", "diff_ns")
+            ],
+        )
+        top = pl.concat([top, other.cast(top.schema)])
+    share = pl.when(pl.lit(total) != 0).then(pl.col("diff_ns") / pl.lit(total))
+    return top.with_columns(share.alias("diff_share")), total
+
+
+def _drift_edges(windows: pl.DataFrame, count: int) -> pl.DataFrame:
+    start = int(windows.get_column(WINDOW_START).min())  # type: ignore[arg-type]
+    end = int(windows.get_column(WINDOW_END).max())  # type: ignore[arg-type]
+    index = pl.int_range(count, eager=True, dtype=pl.Int64)
+    span = end - start
+    return pl.DataFrame({"window": index}).with_columns(
+        (start + (pl.col("window") * span) // count).alias(START),
+        (start + ((pl.col("window") + 1) * span) // count).alias(END),
+    )
+
+
+def _slope(x: pl.Expr, y: pl.Expr) -> pl.Expr:
+    """Least-squares slope of ``y`` on ``x`` (null when ``x`` is constant)."""
+    dx = x - x.mean()
+    var = (dx * dx).sum()
+    return pl.when(var > 0).then((dx * (y - y.mean())).sum() / var)
+
+
+def _drift(
+    windows: pl.DataFrame, busy: pl.DataFrame, count: int
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    edges = _drift_edges(windows, count)
+    cells = edges.join(windows.select(GPU), how="cross")
+    busy_in = overlap_with(cells, busy.select(GPU, START, END), by=GPU, name="busy_ns")
+    length = pl.col(END) - pl.col(START)
+    drift = busy_in.with_columns(
+        pl.when(length > 0).then(pl.col("busy_ns") / length).alias("busy_share")
+    ).sort("window", GPU)
+    share = pl.col("busy_share")
+    per_window = (
+        drift.group_by("window", START, END)
+        .agg(
+            share.mean().alias("mean_share"),
+            share.min().alias("min_share"),
+            share.max().alias("max_share"),
+            pl.col(GPU)
+            .sort_by([share, pl.col(GPU)], descending=[True, False])
+            .first()
+            .alias("leader_gpu"),
+        )
+        .with_columns(
+            (pl.col("max_share") - pl.col("min_share")).alias("spread_share"),
+            pl.when(pl.col("max_share") > 0)
+            .then(pl.col("mean_share") / pl.col("max_share"))
+            .alias("efficiency"),
+            # A window where no GPU is busy has no leader.
+            pl.when(pl.col("max_share") > 0).then(pl.col("leader_gpu")).alias("leader_gpu"),
+        )
+        .sort("window")
+        .select(
+            "window",
+            START,
+            END,
+            "mean_share",
+            "min_share",
+            "max_share",
+            "spread_share",
+            "efficiency",
+            "leader_gpu",
+        )
+    )
+    return drift, per_window
+
+
+def _drift_summary(
+    drift: pl.DataFrame, per_window: pl.DataFrame, count: int
+) -> tuple[pl.DataFrame, dict[str, object]]:
+    # Position of each window on the span, 0 at the first and 1 at the last, so a
+    # slope reads as "change of busy share from start to end".
+    position = pl.col("window").cast(pl.Float64) / max(count - 1, 1)
+    trend = drift.group_by(GPU).agg(
+        _slope(position, pl.col("busy_share")).alias("busy_share_trend")
+    )
+    leaders = per_window.get_column("leader_gpu").drop_nulls()
+    changes = int((leaders != leaders.shift(1)).fill_null(False).sum()) if leaders.len() else 0
+    spread = per_window.get_column("spread_share")
+    summary: dict[str, object] = {
+        "drift_spread_mean": spread.mean(),
+        "drift_spread_max": spread.max(),
+        "spread_trend": per_window.select(_slope(position, pl.col("spread_share"))).item(),
+        "leader_changes": changes,
+        "leaders": tuple(int(g) for g in leaders.unique().sort()),
+    }
+    return trend, summary
+
+
+# --- iteration boundaries -------------------------------------------------------------
+
+
+def _empty_iterations() -> pl.DataFrame:
+    return pl.DataFrame(schema={"iteration": pl.Int64, START: pl.Int64, END: pl.Int64})
+
+
+def _contiguous(starts: pl.DataFrame, last_end: int | None) -> pl.DataFrame:
+    """Iterations ``[start_k, start_k+1)``; the last ends at ``last_end`` (dropped if None)."""
+    s = starts.select(pl.col(START).cast(pl.Int64)).unique().sort(START)
+    out = s.with_columns(pl.col(START).shift(-1).alias(END))
+    if last_end is not None:
+        out = out.with_columns(pl.col(END).fill_null(pl.lit(last_end, pl.Int64)))
+    out = out.drop_nulls(END).filter(pl.col(END) > pl.col(START))
+    return out.with_row_index("iteration").with_columns(pl.col("iteration").cast(pl.Int64))
+
+
+def _nvtx_iterations(trace: Trace, windows: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+    """Iterations from the repeated NVTX range that covers the most time (see module doc)."""
+    hull_start = int(windows.get_column(WINDOW_START).min())  # type: ignore[arg-type]
+    hull_end = int(windows.get_column(WINDOW_END).max())  # type: ignore[arg-type]
+    ranges = trace.nvtx.filter(
+        pl.col("end_ns").is_not_null()
+        & (pl.col(END) > pl.col(START))
+        & pl.col("text").is_not_null()
+        & ~pl.col("domain").fill_null("").str.to_lowercase().is_in(list(LIBRARY_NVTX_DOMAINS))
+        & ~pl.col("text").str.contains(NCCL_NAME_PATTERN)
+    ).select("source", "pid", "text", START, END)
+    if ranges.is_empty() or hull_end <= hull_start:
+        return _empty_iterations(), None
+    keys = ["source", "pid", "text"]
+    series = (
+        ranges.sort(*keys, START)
+        .with_columns(
+            (pl.col(START) < pl.col(END).shift(1).over(keys)).fill_null(False).alias("_overlap")
+        )
+        .group_by(keys)
+        .agg(
+            pl.len().alias("count"),
+            (pl.col(END) - pl.col(START)).sum().alias("covered_ns"),
+            (pl.col(END).max() - pl.col(START).min()).alias("span_ns"),
+            pl.col("_overlap").any().alias("overlapping"),
+        )
+        .filter(
+            (pl.col("count") >= ITERATION_MIN_COUNT)
+            & ~pl.col("overlapping")
+            & (pl.col("covered_ns") >= ITERATION_MIN_COVERAGE_SHARE * pl.col("span_ns"))
+        )
+    )
+    texts = (
+        series.group_by("text")
+        .agg(pl.col("covered_ns").sum())
+        .sort(["covered_ns", "text"], descending=[True, False])
+        .head(NVTX_CANDIDATES)
+        .get_column("text")
+    )
+    for text in texts:  # a few candidate series, best first; never a loop over rows
+        chosen = (
+            series.filter(pl.col("text") == text)
+            .select("source", "pid")
+            .join(ranges.filter(pl.col("text") == text), on=["source", "pid"])
+            .sort("source", "pid", START)
+            .with_columns(
+                pl.int_range(pl.len()).over("source", "pid").cast(pl.Int64).alias("ordinal")
+            )
+        )
+        gpu_side = _gpu_side_ordinals(trace, chosen)
+        if gpu_side.is_empty():
+            gpu_side = chosen.group_by("ordinal").agg(pl.col(START).min(), pl.col(END).max())
+        final_end = int(gpu_side.sort("ordinal").item(-1, END))
+        iterations = _on_gpus(_contiguous(gpu_side.select(START), final_end), windows)
+        if iterations.height < ITERATION_MIN_COUNT:
+            continue
+        # The series' extent on the CPU or the GPU side, whichever is wider: a first
+        # iteration may spend long on the host (compilation) before its kernels run.
+        first = min(int(chosen[START].min()), int(iterations[START].min()))  # type: ignore[arg-type]
+        last = max(int(chosen[END].max()), int(iterations[END].max()))  # type: ignore[arg-type]
+        on_gpus = min(last, hull_end) - max(first, hull_start)
+        if on_gpus >= ITERATION_MIN_COVERAGE_SHARE * (hull_end - hull_start):
+            return iterations, text
+    return _empty_iterations(), None
+
+
+def _gpu_side_ordinals(trace: Trace, ranges: pl.DataFrame) -> pl.DataFrame:
+    """Per range ordinal, the first start and last end of the kernels launched inside it.
+
+    A kernel belongs to the range of its process whose span holds the start of its
+    launch call (matched by correlation id); empty without a CUDA API trace.
+    """
+    launches = (
+        trace.kernels.select("source", "pid", "correlation_id", START, END)
+        .join(
+            trace.cuda_api.select(
+                "source", "pid", "correlation_id", pl.col(START).alias("launch_ns")
+            ),
+            on=["source", "pid", "correlation_id"],
+            how="inner",
+        )
+        .drop_nulls("launch_ns")
+        .sort("launch_ns")
+    )
+    if launches.is_empty():
+        return pl.DataFrame(schema={"ordinal": pl.Int64, START: pl.Int64, END: pl.Int64})
+    spans = ranges.select(
+        "source", "pid", "ordinal", pl.col(START).alias("_rs"), pl.col(END).alias("_re")
+    ).sort("_rs")
+    return (
+        launches.join_asof(
+            spans,
+            left_on="launch_ns",
+            right_on="_rs",
+            by=["source", "pid"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("launch_ns") < pl.col("_re"))
+        .group_by("ordinal")
+        .agg(pl.col(START).min(), pl.col(END).max())
+        .sort("ordinal")
+    )
+
+
+def _kernel_sequences(kernels: pl.DataFrame) -> pl.DataFrame:
+    return (
+        kernels.drop_nulls([GPU, START, END])
+        .sort(GPU, START, END)
+        .with_columns(pl.int_range(pl.len()).over(GPU).cast(pl.Int64).alias("idx"))
+        .with_columns(
+            pl.col("short_name").fill_null("").alias("short_name"),
+            (pl.col(START) - pl.col(END).cum_max().shift(1).over(GPU))
+            .clip(0)
+            .alias("gap_before_ns"),
+        )
+        .select(GPU, "idx", "short_name", START, END, "gap_before_ns")
+    )
+
+
+def _periods(seq: pl.DataFrame) -> pl.DataFrame:
+    """Per GPU, the smallest period of its kernel-name sequence (see module constants)."""
+    head = seq.filter(pl.col("idx") < PERIOD_SEARCH_KERNELS)
+    distances = (
+        head.with_columns(
+            (pl.col("idx") - pl.col("idx").shift(1).over(GPU, "short_name")).alias("p")
+        )
+        .drop_nulls("p")
+        .group_by(GPU, "p")
+        .len()
+        .sort([GPU, "len", "p"], descending=[False, True, False])
+        .group_by(GPU, maintain_order=True)
+        .head(PERIOD_CANDIDATES)
+    )
+    found = []
+    for p in sorted(set(distances.get_column("p").to_list())):  # one pass per candidate period
+        candidates = distances.filter(pl.col("p") == p).select(GPU)
+        stats = (
+            head.join(candidates, on=GPU)
+            .with_columns(
+                (pl.col("short_name") == pl.col("short_name").shift(-p).over(GPU)).alias("_same")
+            )
+            .group_by(GPU)
+            .agg(
+                pl.col("_same").drop_nulls().mean().alias("match_share"),
+                pl.col("short_name").filter(pl.col("idx") < p).n_unique().alias("distinct"),
+                pl.len().alias("n"),
+            )
+            .filter(
+                (pl.col("match_share") >= PERIOD_MIN_MATCH_SHARE)
+                & (pl.col("distinct") >= 2)
+                & (pl.col("n") >= ITERATION_MIN_COUNT * p)
+            )
+            .with_columns(pl.lit(p, pl.Int64).alias("period"))
+        )
+        found.append(stats.select(GPU, "period", "match_share"))
+    if not found:
+        return pl.DataFrame(schema={GPU: pl.Int32, "period": pl.Int64, "match_share": pl.Float64})
+    return pl.concat(found).sort(GPU, "period").group_by(GPU, maintain_order=True).first()
+
+
+def _sequence_iterations(kernels: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+    """Iterations from the repeated kernel sequence of the GPU that starts work first."""
+    seq = _kernel_sequences(kernels)
+    periods = _periods(seq)
+    if periods.is_empty():
+        return _empty_iterations(), None
+    firsts = seq.filter(pl.col("idx") == 0).select(GPU, pl.col(START).alias("_first"))
+    ref = periods.join(firsts, on=GPU).sort("_first", GPU).row(0, named=True)
+    gpu, period = ref[GPU], ref["period"]
+    own = seq.filter(pl.col(GPU) == gpu).with_columns((pl.col("idx") % period).alias("phase"))
+    # The iteration starts where the GPU waits longest (median, so one long
+    # warm-up gap does not decide it): after the step's sync or data loading.
+    phase = (
+        own.group_by("phase")
+        .agg(pl.col("gap_before_ns").median().alias("_gap"))
+        .sort(["_gap", "phase"], descending=[True, False], nulls_last=True)
+        .item(0, "phase")
+    )
+    starts = own.filter(pl.col("phase") == phase).select(START)
+    names = own.filter((pl.col("idx") >= phase) & (pl.col("idx") < phase + period)).get_column(
+        "short_name"
+    )
+    label = f"GPU {gpu}: every {period} kernels from {names[0]} ({' → '.join(names.to_list())})"
+    return _contiguous(starts, None), label
+
+
+def _on_gpus(iterations: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """The iterations that overlap the GPUs' windows, renumbered from 0."""
+    start = windows.get_column(WINDOW_START).min()
+    end = windows.get_column(WINDOW_END).max()
+    return (
+        iterations.filter((pl.col(END) > start) & (pl.col(START) < end))
+        .drop("iteration")
+        .with_row_index("iteration")
+        .with_columns(pl.col("iteration").cast(pl.Int64))
+    )
+
+
+def find_iterations(
+    trace: Trace, windows: pl.DataFrame
+) -> tuple[pl.DataFrame, IterationSource | None, str | None]:
+    """Iteration boundaries common to all GPUs: ``iteration, start_ns, end_ns``.
+
+    A repeated NVTX range first, else a repeated kernel sequence; returns the source
+    and a label (the NVTX text, or the reference GPU and its period).
+    """
+    w = _gpu_windows(windows)
+    if w.is_empty():
+        return _empty_iterations(), None, None
+    iterations, text = _nvtx_iterations(trace, w)
+    if iterations.height >= ITERATION_MIN_COUNT:
+        return iterations, "nvtx", text
+    iterations, label = _sequence_iterations(trace.kernels.join(w.select(GPU), on=GPU))
+    iterations = _on_gpus(iterations, w)
+    if iterations.height >= ITERATION_MIN_COUNT:
+        return iterations, "kernel_sequence", label
+    return _empty_iterations(), None, None
+
+
+# --- pipeline bubbles -------------------------------------------------------------------
+
+
+def _bubbles(iterations: pl.DataFrame, windows: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
+    cells = iterations.join(windows.select(GPU), how="cross").sort(START)
+    with_busy = overlap_with(cells, busy, by=GPU, name="busy_ns")
+    b = busy.sort(START)
+    # The busy interval holding (or last before) the iteration start, the first one
+    # starting at or after it, and the last one starting before the iteration end.
+    before_start = with_busy.join_asof(
+        b.select(GPU, pl.col(START).alias("_s0"), pl.col(END).alias("_e0")),
+        left_on=START,
+        right_on="_s0",
+        by=GPU,
+        strategy="backward",
+        check_sortedness=False,
+    )
+    after_start = (
+        before_start.join_asof(
+            b.select(GPU, pl.col(START).alias("_s1")),
+            left_on=START,
+            right_on="_s1",
+            by=GPU,
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .with_columns((pl.col(END) - 1).alias("_probe"))
+        .sort("_probe")
+    )
+    before_end = after_start.join_asof(
+        b.select(GPU, pl.col(START).alias("_s2"), pl.col(END).alias("_e2")),
+        left_on="_probe",
+        right_on="_s2",
+        by=GPU,
+        strategy="backward",
+        check_sortedness=False,
+    )
+    length = pl.col(END) - pl.col(START)
+    first_busy = pl.when(pl.col("_e0") > pl.col(START)).then(pl.col(START)).otherwise(pl.col("_s1"))
+    has_busy = first_busy.is_not_null() & (first_busy < pl.col(END))
+    fill = pl.when(has_busy).then(first_busy - pl.col(START)).otherwise(length)
+    last_busy = pl.min_horizontal(pl.col("_e2"), pl.col(END))
+    drain = pl.when(has_busy).then(pl.col(END) - last_busy).otherwise(0)
+    out = before_end.select(
+        "iteration",
+        GPU,
+        START,
+        END,
+        length.alias("iteration_ns"),
+        "busy_ns",
+        (length - pl.col("busy_ns")).alias("idle_ns"),
+        fill.cast(pl.Int64).alias("fill_ns"),
+        drain.cast(pl.Int64).alias("drain_ns"),
+    )
+    return _with_bubble_shares(out).sort("iteration", GPU)
+
+
+def _with_bubble_shares(df: pl.DataFrame) -> pl.DataFrame:
+    def share(col: str) -> pl.Expr:
+        return pl.when(pl.col("iteration_ns") > 0).then(pl.col(col) / pl.col("iteration_ns"))
+
+    return df.with_columns(
+        share("idle_ns").alias("idle_share"),
+        share("fill_ns").alias("fill_share"),
+        share("drain_ns").alias("drain_share"),
+        pl.when(pl.col("iteration_ns") > 0)
+        .then((pl.col("fill_ns") + pl.col("drain_ns")) / pl.col("iteration_ns"))
+        .alias("bubble_share"),
+    )
+
+
+def _bubbles_per_gpu(bubbles: pl.DataFrame) -> pl.DataFrame:
+    sums = bubbles.group_by(GPU).agg(
+        pl.len().cast(pl.Int64).alias("iterations"),
+        *[pl.col(c).sum() for c in ("iteration_ns", "busy_ns", "idle_ns", "fill_ns", "drain_ns")],
+    )
+    return _with_bubble_shares(sums).sort(GPU)
+
+
+def measure_imbalance(
+    trace: Trace,
+    busy: pl.DataFrame,
+    windows: pl.DataFrame,
+    settings: Settings | None = None,
+) -> ImbalanceResult:
+    """Busy and compute time per GPU, their skew, the kernels behind it, drift and bubbles.
+
+    :param busy: busy intervals (``gpu``, ``start_ns``, ``end_ns``; further key
+        columns, as in ``nvidia`` busy mode, are merged per GPU), e.g.
+        ``BusyResult.intervals``.
+    :param windows: ``gpu``, ``window_start_ns``, ``window_end_ns`` (several rows of
+        one GPU merge into their hull), e.g. ``BusyResult.windows``.
+    """
+    settings = settings or Settings()
+    if settings.drift_windows < MIN_DRIFT_WINDOWS:
+        raise SettingsError(
+            f"drift_windows must be at least {MIN_DRIFT_WINDOWS} (got {settings.drift_windows})"
+        )
+    w = _gpu_windows(windows)
+    b = union_intervals(
+        clip_to_windows(busy.select(pl.col(GPU).cast(pl.Int32), START, END), w, by=GPU), by=GPU
+    )
+    kernels = _kernels_in_windows(trace.kernels, w)
+    per_gpu = _per_gpu(w, b, kernels)
+    busy_eff, busy_skew = _efficiency(per_gpu.get_column("busy_ns"))
+    compute_eff, compute_skew = _efficiency(per_gpu.get_column("compute_ns"))
+
+    ranked = per_gpu.sort(["compute_ns", GPU], descending=[True, False])
+    if ranked.height:
+        most, least = int(ranked.item(0, GPU)), int(ranked.item(ranked.height - 1, GPU))
+        kernel_diff, diff_total = _kernel_diff(kernels, most, least)
+        compute_diff = int(ranked.item(0, "compute_ns")) - int(
+            ranked.item(ranked.height - 1, "compute_ns")
+        )
+    else:
+        most = least = None
+        kernel_diff, diff_total = _kernel_diff(kernels, -1, -1), 0
+        compute_diff = 0
+
+    if w.is_empty():
+        drift = pl.DataFrame(
+            schema={
+                "window": pl.Int64,
+                START: pl.Int64,
+                END: pl.Int64,
+                GPU: pl.Int32,
+                "busy_ns": pl.Int64,
+                "busy_share": pl.Float64,
+            }
+        )
+        drift_windows = drift.select("window", START, END)
+        trend = pl.DataFrame(schema={GPU: pl.Int32, "busy_share_trend": pl.Float64})
+        summary: dict[str, object] = {
+            "drift_spread_mean": None,
+            "drift_spread_max": None,
+            "spread_trend": None,
+            "leader_changes": 0,
+            "leaders": (),
+        }
+    else:
+        drift, drift_windows = _drift(w, b, settings.drift_windows)
+        trend, summary = _drift_summary(drift, drift_windows, settings.drift_windows)
+    per_gpu = per_gpu.join(trend, on=GPU, how="left")
+
+    iterations, source, label = find_iterations(trace, w)
+    if iterations.is_empty():
+        bubbles = _bubbles(iterations, w.head(0), b)
+        reason = (
+            "not applicable: no iteration boundaries (no NVTX range repeats at least "
+            f"{ITERATION_MIN_COUNT} times covering {ITERATION_MIN_COVERAGE_SHARE:.0%} of the "
+            "GPU time span, and no GPU runs a repeating kernel sequence)"
+        )
+    else:
+        bubbles = _bubbles(iterations, w, b)
+        reason = ""
+    per_gpu_bubbles = _bubbles_per_gpu(bubbles)
+    totals = bubbles.select(pl.col("iteration_ns", "fill_ns", "drain_ns").sum())
+    length = int(totals.item(0, "iteration_ns") or 0)
+
+    def total_share(col: str) -> float | None:
+        return int(totals.item(0, col)) / length if length else None
+
+    fill_share, drain_share = total_share("fill_ns"), total_share("drain_ns")
+    return ImbalanceResult(
+        per_gpu=per_gpu,
+        busy_efficiency=busy_eff,
+        busy_max_over_mean=busy_skew,
+        compute_efficiency=compute_eff,
+        compute_max_over_mean=compute_skew,
+        most_loaded_gpu=most,
+        least_loaded_gpu=least,
+        compute_diff_ns=compute_diff,
+        kernel_diff_total_ns=diff_total,
+        kernel_diff=kernel_diff,
+        drift=drift,
+        drift_windows=drift_windows,
+        drift_spread_mean=summary["drift_spread_mean"],  # type: ignore[arg-type]
+        drift_spread_max=summary["drift_spread_max"],  # type: ignore[arg-type]
+        spread_trend=summary["spread_trend"],  # type: ignore[arg-type]
+        leader_changes=summary["leader_changes"],  # type: ignore[arg-type]
+        leaders=summary["leaders"],  # type: ignore[arg-type]
+        iterations=iterations,
+        iteration_source=source,
+        iteration_label=label,
+        bubbles=bubbles,
+        bubbles_per_gpu=per_gpu_bubbles,
+        bubble_share=(fill_share + drain_share)
+        if fill_share is not None and drain_share is not None
+        else None,
+        fill_share=fill_share,
+        drain_share=drain_share,
+        bubble_reason=reason,
+    )

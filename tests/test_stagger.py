@@ -1,0 +1,322 @@
+"""Stagger: hand-computed frames, invariants, and the real 8-rank job (docs/metrics/stagger.md)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from conftest import cori_rank_files
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nsysan.analyze.stagger import (
+    ALIGNED_MAX_SCORE,
+    STAGGERED_MIN_SCORE,
+    StaggerResult,
+    measure_stagger,
+)
+
+
+def _windows(*bounds: tuple[int, int]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "gpu": list(range(len(bounds))),
+            "window_start_ns": [b[0] for b in bounds],
+            "window_end_ns": [b[1] for b in bounds],
+        },
+        schema={"gpu": pl.Int32, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64},
+    )
+
+
+def _gaps(*rows: tuple[int, int, int]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "gpu": [r[0] for r in rows],
+            "start_ns": [r[1] for r in rows],
+            "end_ns": [r[2] for r in rows],
+        },
+        schema={"gpu": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64},
+    )
+
+
+def _pair(result: StaggerResult, a: int, b: int) -> dict[str, object]:
+    return result.pairs.filter((pl.col("gpu_a") == a) & (pl.col("gpu_b") == b)).row(0, named=True)
+
+
+# --- hand-computed ----------------------------------------------------------------------
+
+
+def test_identical_gaps_are_aligned() -> None:
+    gaps = _gaps((0, 10, 20), (0, 50, 60), (1, 10, 20), (1, 50, 60))
+    r = measure_stagger(gaps, _windows((0, 100), (0, 100)))
+    p = _pair(r, 0, 1)
+    # idle 20 each of 100: expected co-idle 0.2 * 0.2 * 100 = 4; observed 20 = max.
+    assert (p["idle_a_ns"], p["idle_b_ns"], p["co_idle_ns"]) == (20, 20, 20)
+    assert p["expected_co_idle_ns"] == 4
+    assert p["co_idle_ratio"] == pytest.approx(5.0)
+    assert p["stagger_score"] == -1.0
+    assert r.verdict == "aligned"
+    assert (r.all_idle_ns, r.any_idle_ns, r.common_ns) == (20, 20, 100)
+    assert r.expected_all_idle_share == pytest.approx(0.04)
+    assert r.expected_any_idle_share == pytest.approx(0.36)
+    assert r.gaps.get_column("others_idle").to_list() == [1, 1, 1, 1]
+    assert r.gaps.get_column("others_all_idle_share").to_list() == [1.0] * 4
+
+
+def test_alternating_disjoint_gaps_are_staggered() -> None:
+    gaps = _gaps((0, 10, 20), (0, 50, 60), (1, 30, 40), (1, 70, 80))
+    r = measure_stagger(gaps, _windows((0, 100), (0, 100)))
+    p = _pair(r, 0, 1)
+    assert p["co_idle_ns"] == 0
+    assert p["stagger_score"] == 1.0
+    assert r.verdict == "staggered"
+    assert r.stagger_score == 1.0
+    assert (r.all_idle_ns, r.any_idle_ns) == (0, 40)
+    assert r.others_any_idle_share == 0.0
+    assert r.gaps.get_column("others_idle").to_list() == [0, 0, 0, 0]
+    assert r.idle_count.get_column("observed_ns").to_list() == [60, 40, 0]
+
+
+def test_three_gpus_partial_overlap() -> None:
+    # GPU 0 idle [0,10], GPU 1 [5,15], GPU 2 [8,20]; all windows [0,20].
+    r = measure_stagger(_gaps((0, 0, 10), (1, 5, 15), (2, 8, 20)), _windows(*[(0, 20)] * 3))
+    p01, p02, p12 = _pair(r, 0, 1), _pair(r, 0, 2), _pair(r, 1, 2)
+    assert (p01["co_idle_ns"], p01["expected_co_idle_ns"], p01["stagger_score"]) == (5, 5, 0.0)
+    assert p01["verdict"] == "independent"
+    # 0-2: observed 2 = its minimum max(0, 10 + 12 - 20): as staggered as it can be.
+    assert (p02["co_idle_ns"], p02["expected_co_idle_ns"], p02["min_co_idle_ns"]) == (2, 6, 2)
+    assert p02["stagger_score"] == 1.0
+    # 1-2: observed 7, expected 6, maximum 10: (6 - 7) / (10 - 6).
+    assert p12["stagger_score"] == pytest.approx(-0.25)
+    # Trace: O = 14, E = 17, O_min = 4 -> (17 - 14) / (17 - 4).
+    assert r.co_idle_ns == 14 and r.expected_co_idle_ns == 17
+    assert r.stagger_score == pytest.approx(3 / 13)
+    assert r.verdict == "staggered"
+    assert r.pairs["verdict"].to_list() == ["independent", "staggered", "aligned"]
+    per_gap = r.gaps.sort("gpu")
+    assert per_gap.get_column("others_idle").to_list() == [2, 2, 2]
+    assert per_gap.get_column("others_idle_mean").to_list() == pytest.approx([0.7, 1.2, 0.75])
+    assert per_gap.get_column("others_any_idle_share").to_list() == pytest.approx(
+        [0.5, 1.0, 7 / 12]
+    )
+    assert per_gap.get_column("others_all_idle_share").to_list() == pytest.approx(
+        [0.2, 0.2, 2 / 12]
+    )
+    # Time with k GPUs idle: k=1 [0,5)+[15,20), k=2 [5,8)+[10,15), k=3 [8,10).
+    assert r.idle_count.get_column("observed_ns").to_list() == [0, 10, 8, 2]
+    assert r.idle_count.get_column("expected_share").to_list() == pytest.approx(
+        [0.1, 0.35, 0.4, 0.15]
+    )
+    assert (r.all_idle_ns, r.any_idle_ns) == (2, 20)
+
+
+def test_pairs_are_measured_over_the_overlap_of_their_windows() -> None:
+    gaps = _gaps((0, 40, 60), (1, 55, 65))
+    r = measure_stagger(gaps, _windows((0, 100), (50, 150)))
+    p = _pair(r, 0, 1)
+    assert (p["common_start_ns"], p["common_end_ns"], p["common_ns"]) == (50, 100, 50)
+    assert (p["idle_a_ns"], p["idle_b_ns"], p["co_idle_ns"]) == (10, 10, 5)
+    assert p["expected_co_idle_share"] == pytest.approx(0.04)
+    assert (r.common_start_ns, r.common_end_ns) == (50, 100)
+
+
+def test_gaps_are_clipped_to_their_window() -> None:
+    r = measure_stagger(_gaps((0, -50, 10), (1, 90, 500)), _windows((0, 100), (0, 100)))
+    assert r.gaps.select("start_ns", "end_ns").rows() == [(0, 10), (90, 100)]
+
+
+@pytest.mark.parametrize(
+    ("gaps", "windows", "why"),
+    [
+        (_gaps((0, 10, 20)), _windows((0, 100)), "one GPU"),
+        (_gaps(), _windows((0, 100), (0, 100)), "no gaps"),
+        (_gaps((0, 10, 20), (1, 210, 220)), _windows((0, 100), (200, 300)), "no GPU pair"),
+    ],
+)
+def test_not_applicable(gaps: pl.DataFrame, windows: pl.DataFrame, why: str) -> None:
+    r = measure_stagger(gaps, windows)
+    assert r.verdict == "not applicable"
+    assert why in r.reason
+    assert r.stagger_score is None
+
+
+def test_overlapping_gaps_of_one_gpu_are_rejected() -> None:
+    with pytest.raises(ValueError, match="overlap"):
+        measure_stagger(_gaps((0, 10, 30), (0, 20, 40)), _windows((0, 100), (0, 100)))
+
+
+def test_touching_gaps_are_allowed() -> None:
+    # A zero-length kernel splits a gap in two touching gaps (intervals.py).
+    r = measure_stagger(_gaps((0, 10, 20), (0, 20, 30), (1, 10, 30)), _windows((0, 100), (0, 100)))
+    assert _pair(r, 0, 1)["co_idle_ns"] == 20
+
+
+def test_random_independent_gaps_give_ratio_near_one() -> None:
+    rng = random.Random(7)
+    rows = []
+    for gpu in range(4):
+        bounds = sorted(rng.sample(range(10_000_000), 2000))
+        rows += [(gpu, s, e) for s, e in zip(bounds[0::2], bounds[1::2], strict=True)]
+    r = measure_stagger(_gaps(*rows), _windows(*[(0, 10_000_000)] * 4))
+    assert r.co_idle_ratio == pytest.approx(1.0, abs=0.05)
+    assert ALIGNED_MAX_SCORE < r.stagger_score < STAGGERED_MIN_SCORE  # type: ignore[operator]
+    assert r.verdict == "independent"
+
+
+# --- invariants -------------------------------------------------------------------------
+
+
+@st.composite
+def _scenes(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame]:
+    count = draw(st.integers(1, 4))
+    windows, rows = [], []
+    for gpu in range(count):
+        start = draw(st.integers(0, 50))
+        windows.append((start, start + draw(st.integers(0, 100))))
+        bounds = sorted(draw(st.sets(st.integers(-10, 160), max_size=12)))
+        rows += [(gpu, s, e) for s, e in zip(bounds[0::2], bounds[1::2], strict=False)]
+    return _gaps(*rows), _windows(*windows)
+
+
+def _check_invariants(r: StaggerResult) -> None:
+    p = r.pairs
+    scores = p.get_column("stagger_score").drop_nulls()
+    assert scores.is_empty() or (scores.min() >= -1.0 and scores.max() <= 1.0)  # type: ignore[operator]
+    assert r.stagger_score is None or -1.0 <= r.stagger_score <= 1.0
+    assert (p["co_idle_ns"] <= p["max_co_idle_ns"]).all()
+    assert (
+        p["max_co_idle_ns"] == p.select(pl.min_horizontal("idle_a_ns", "idle_b_ns")).to_series()
+    ).all()
+    assert (p["co_idle_ns"] >= p["min_co_idle_ns"]).all()
+    assert (p["idle_a_ns"] <= p["common_ns"]).all() and (p["idle_b_ns"] <= p["common_ns"]).all()
+    g = r.gaps
+    eps = 1e-9
+    for col in ("others_any_idle_share", "others_all_idle_share"):
+        assert g[col].is_between(-eps, 1 + eps).all()
+    assert (g["others_all_idle_share"] <= g["others_any_idle_share"] + eps).all()
+    assert (g["others_idle"] <= r.gpu_count - 1).all()
+    assert g["others_idle_mean"].is_between(-eps, g["others_idle"] + eps).all()
+    if r.common_ns:
+        assert r.idle_count["observed_ns"].sum() == r.common_ns
+        assert sum(r.idle_count["expected_share"]) == pytest.approx(1.0)
+        assert r.all_idle_ns <= r.any_idle_ns <= r.common_ns  # type: ignore[operator]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_scenes())
+def test_invariants(scene: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    _check_invariants(measure_stagger(*scene))
+
+
+@settings(max_examples=15, deadline=None)
+@given(_scenes(), st.randoms(use_true_random=False))
+def test_result_does_not_depend_on_row_order(
+    scene: tuple[pl.DataFrame, pl.DataFrame], rng: random.Random
+) -> None:
+    gaps, windows = scene
+    a = measure_stagger(gaps, windows)
+    b = measure_stagger(
+        gaps.sample(fraction=1.0, shuffle=True, seed=rng.randrange(1000)), windows.reverse()
+    )
+    for name in ("pairs", "gaps", "per_gpu", "idle_count"):
+        assert getattr(a, name).equals(getattr(b, name)), name
+    assert (a.stagger_score, a.verdict, a.co_idle_ns) == (b.stagger_score, b.verdict, b.co_idle_ns)
+
+
+@settings(max_examples=15, deadline=None)
+@given(_scenes())
+def test_pair_table_is_symmetric(scene: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    gaps, windows = scene
+    last = windows.height - 1
+    flip = pl.lit(last, pl.Int32) - pl.col("gpu")
+    a = measure_stagger(gaps, windows)
+    b = measure_stagger(
+        gaps.with_columns(flip.alias("gpu")), windows.with_columns(flip.alias("gpu"))
+    )
+    mirrored = b.pairs.select(
+        (last - pl.col("gpu_b")).alias("gpu_a"),
+        (last - pl.col("gpu_a")).alias("gpu_b"),
+        pl.col("idle_b_ns").alias("idle_a_ns"),
+        pl.col("idle_a_ns").alias("idle_b_ns"),
+        "co_idle_ns",
+        "common_ns",
+        "stagger_score",
+    ).sort("gpu_a", "gpu_b")
+    assert a.pairs.select(mirrored.columns).equals(mirrored)
+    assert a.stagger_score == pytest.approx(b.stagger_score)
+
+
+# --- the real 8-rank job ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cori() -> StaggerResult:
+    files = cori_rank_files()
+    if len(files) != 8:
+        pytest.skip("cori-8rank-a reports not found in ../shared/traces")
+    from nsysan import load_trace
+    from nsysan.analyze.busy import measure_busy
+    from nsysan.analyze.gaps import measure_gaps
+    from nsysan.settings import Settings
+
+    trace = load_trace(files)
+    busy = measure_busy(trace, Settings())
+    gaps = measure_gaps(busy.intervals, busy.summary, busy.keys)
+    return measure_stagger(gaps.gaps, busy.windows)
+
+
+@pytest.mark.shared
+def test_cori_gaps_are_aligned(cori: StaggerResult) -> None:
+    # docs/metrics/stagger.md#cori: every rank computes in short bursts at the same
+    # time and idles together in between (one MPI time step).
+    assert cori.gpu_count == 8
+    assert cori.verdict == "aligned"
+    assert cori.stagger_score == pytest.approx(-0.9418, abs=1e-4)
+    assert cori.co_idle_ratio == pytest.approx(1.0120, abs=1e-4)
+    assert cori.all_idle_share == pytest.approx(0.97396, abs=1e-5)
+    assert cori.any_idle_share == pytest.approx(0.99204, abs=1e-5)
+    assert cori.expected_all_idle_share == pytest.approx(0.88261, abs=1e-5)
+    assert cori.others_all_idle_share == pytest.approx(0.98900, abs=1e-5)
+    assert cori.common_ns == 6_726_258_887
+    assert cori.pairs.height == 28
+    assert (cori.pairs.get_column("verdict") == "aligned").all()
+    assert cori.pairs.get_column("stagger_score").max() < -0.85  # type: ignore[operator]
+    assert cori.per_gpu.get_column("gap_count").to_list() == [39] * 8
+    _check_invariants(cori)
+
+
+# --- synthetic scenarios with known ground truth (nsysan.simulate) -----------------------
+
+
+def _simulated(name: str, folder: Path) -> tuple[StaggerResult, Any]:
+    simulate = pytest.importorskip("nsysan.simulate", reason="scenario generator not available")
+    if not hasattr(simulate, "generate"):
+        pytest.skip("nsysan.simulate.generate is not available yet")
+    from nsysan import load_trace
+    from nsysan.analyze.busy import measure_busy
+    from nsysan.analyze.gaps import measure_gaps
+    from nsysan.settings import Settings
+
+    path = folder / f"{name}.sqlite"
+    truth = simulate.generate(name, path, seed=0, scale=0.1)
+    busy = measure_busy(load_trace([path]), Settings())
+    gaps = measure_gaps(busy.intervals, busy.summary, busy.keys)
+    return measure_stagger(gaps.gaps, busy.windows), truth
+
+
+def test_case_study_gaps_are_staggered(tmp_path: Path) -> None:
+    # Seed 4.5: the feeding threads take turns on the GIL, so one GPU's gap falls
+    # where another GPU runs.
+    result, truth = _simulated("case-study", tmp_path)
+    assert result.verdict == "staggered"
+    assert result.stagger_score > STAGGERED_MIN_SCORE  # type: ignore[operator]
+    assert result.co_idle_ratio == pytest.approx(truth.numbers["stagger_ratio"], abs=0.02)
+
+
+def test_collective_waits_are_aligned(tmp_path: Path) -> None:
+    # TP ranks wait for each other inside the same all-reduce: a common cause.
+    result, _ = _simulated("tp-heads", tmp_path)
+    assert result.verdict == "aligned"
