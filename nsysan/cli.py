@@ -58,6 +58,133 @@ def info(traces: tuple[Path, ...], as_json: bool) -> None:
     click.echo(dump_json(summary) if as_json else render_text(summary))
 
 
+_DURATION_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+class DurationType(click.ParamType):
+    """A time in ns: ``1500000``, ``1.5ms``, ``2s``, ``300us``."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower()
+        for unit in sorted(_DURATION_UNITS, key=len, reverse=True):
+            if text.endswith(unit):
+                number = text[: -len(unit)].strip()
+                try:
+                    return int(round(float(number) * _DURATION_UNITS[unit]))
+                except ValueError:
+                    break
+        else:
+            try:
+                return int(text)
+            except ValueError:
+                pass
+        self.fail(f"{value!r} is not a duration (e.g. 1500000, 1.5ms, 2s)", param, ctx)
+
+
+DURATION = DurationType()
+
+
+def analysis_options(func: Any) -> Any:
+    """The options every analysing command shares; they build a Settings."""
+    options = [
+        click.option(
+            "--busy-mode",
+            type=click.Choice(["kernels", "nvidia"]),
+            default="kernels",
+            show_default=True,
+            help="Busy = kernels only, or also add NVIDIA's gpu_gaps definition "
+            "(kernels + memcpy + memset + profiler overhead, per process and device).",
+        ),
+        click.option(
+            "--window",
+            "window_kind",
+            type=click.Choice(["per-gpu", "common"]),
+            default="per-gpu",
+            show_default=True,
+            help="Measure each GPU from its first to last kernel, or all GPUs over one "
+            "common window. --start/--end or --nvtx-range override it.",
+        ),
+        click.option("--start", type=DURATION, help="Window start on the trace timeline (e.g. 2.5s)."),
+        click.option("--end", type=DURATION, help="Window end on the trace timeline."),
+        click.option("--nvtx-range", help="Window = span of the NVTX ranges with this exact text."),
+        click.option(
+            "--skip-warmup", type=DURATION, default=0, help="Leave out this much time at the start of each window."
+        ),
+        click.option(
+            "--drift-windows", type=click.IntRange(min=20), default=20, show_default=True,
+            help="Number of equal windows for the load-drift series.",
+        ),
+        click.option("--ncu", "ncu_csv", type=click.Path(path_type=Path), help="Nsight Compute CSV (--page raw or details) of the same program."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def build_settings(
+    busy_mode: str,
+    window_kind: str,
+    start: int | None,
+    end: int | None,
+    nvtx_range: str | None,
+    skip_warmup: int,
+    drift_windows: int,
+    lang: str = "en",
+) -> Any:
+    from nsysan.settings import Settings, WindowSpec
+
+    if nvtx_range:
+        spec = WindowSpec(kind="nvtx", nvtx_range=nvtx_range, skip_warmup_ns=skip_warmup)
+    elif start is not None or end is not None:
+        spec = WindowSpec(kind="explicit", start_ns=start, end_ns=end, skip_warmup_ns=skip_warmup)
+    else:
+        kind = "common" if window_kind == "common" else "per_gpu"
+        spec = WindowSpec(kind=kind, skip_warmup_ns=skip_warmup)
+    return Settings(busy_mode=busy_mode, window=spec, drift_windows=drift_windows, lang=lang)  # type: ignore[arg-type]
+
+
+def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) -> Any:
+    from nsysan.analysis import analyze
+    from nsysan.ingest import load_trace
+    from nsysan.ingest.ncu import read_ncu_csv
+
+    ncu = read_ncu_csv(ncu_csv) if ncu_csv else None
+    return analyze(load_trace(list(traces)), settings, ncu=ncu, ncu_path=ncu_csv)
+
+
+@cli.command()
+@trace_paths
+@analysis_options
+@click.option("--json", "as_json", is_flag=True, help="Print every result as JSON (docs/json-schema.md).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the JSON to this file instead.")
+def analyze(
+    traces: tuple[Path, ...],
+    ncu_csv: Path | None,
+    as_json: bool,
+    output: Path | None,
+    **options: Any,
+) -> None:
+    """Run every analysis on TRACES and print the results (JSON with --json)."""
+    from nsysan.report.document import analysis_document, render_summary_text
+    from nsysan.report.jsonout import dumps
+
+    analysis = run_analysis(traces, ncu_csv, build_settings(**options))
+    document = analysis_document(analysis)
+    if output is not None:
+        from nsysan.output import write_atomic
+
+        write_atomic(output, dumps(document) + "\n")
+        click.echo(f"wrote {output}")
+    elif as_json:
+        click.echo(dumps(document))
+    else:
+        click.echo(render_summary_text(document))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``nsysan`` console script."""
     args = sys.argv[1:] if argv is None else argv

@@ -1,0 +1,146 @@
+"""Run every analysis on a trace, in dependency order, into one :class:`Analysis`.
+
+The analyze modules never import each other; this module hands one analysis's
+tables to the next (gaps to stagger and host attribution, busy to NCCL, GPU metrics
+to the dashboard view). Each analysis needs certain tables; when they are missing,
+its result is ``None`` and ``unavailable[name]`` says why, in words the report shows.
+
+Per-GPU analyses always use the per-physical-GPU busy union of kernels (the
+``kernels`` busy mode). With ``Settings.busy_mode == "nvidia"``, ``gaps`` and ``busy``
+are additionally computed with Nsight Systems' own gpu_gaps definition (per process
+and CUDA device) in ``nvidia_busy``/``nvidia_gaps``, so they can be compared with
+``nsys analyze``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from nsysan.analyze.balance import ImbalanceResult, measure_imbalance
+from nsysan.analyze.bound import BoundResult, classify_kernels, measure_bound
+from nsysan.analyze.busy import BusyResult, measure_busy
+from nsysan.analyze.contention import ContentionResult, measure_contention
+from nsysan.analyze.dashboard import DashboardResult, measure_dashboard
+from nsysan.analyze.gaps import GapsResult, measure_gaps
+from nsysan.analyze.host import HostResult, attribute_gaps
+from nsysan.analyze.nccl import NcclResult, measure_nccl
+from nsysan.analyze.stagger import StaggerResult, measure_stagger
+from nsysan.model import Trace
+from nsysan.settings import Settings
+
+NO_GPU_WORK = "the trace has no GPU kernels"
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """All results of one run. A ``None`` result is named in ``unavailable``."""
+
+    trace: Trace
+    settings: Settings
+    busy: BusyResult | None
+    gaps: GapsResult | None
+    stagger: StaggerResult | None
+    imbalance: ImbalanceResult | None
+    nccl: NcclResult | None
+    host: HostResult | None
+    dashboard: DashboardResult | None
+    contention: ContentionResult | None
+    bound: BoundResult | None
+    nvidia_busy: BusyResult | None = None
+    nvidia_gaps: GapsResult | None = None
+    ncu_path: Path | None = None
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def results(self) -> dict[str, object]:
+        """The analysis results by name (``None`` for unavailable ones)."""
+        skip = {"trace", "settings", "unavailable", "ncu_path"}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
+
+
+def analyze(trace: Trace, settings: Settings | None = None, ncu: pl.DataFrame | None = None, ncu_path: Path | None = None) -> Analysis:
+    """Every analysis of ``trace``; ``ncu`` is a :func:`nsysan.ingest.ncu.read_ncu_csv` table."""
+    settings = settings or Settings()
+    unavailable: dict[str, str] = {}
+    if trace.kernels.is_empty():
+        reason = trace.capabilities.missing[0] if trace.capabilities.missing else NO_GPU_WORK
+        for name in ("busy", "gaps", "stagger", "imbalance", "nccl", "host", "dashboard", "contention", "bound"):
+            unavailable[name] = reason
+        return Analysis(
+            trace=trace,
+            settings=settings,
+            busy=None,
+            gaps=None,
+            stagger=None,
+            imbalance=None,
+            nccl=None,
+            host=None,
+            dashboard=None,
+            contention=None,
+            bound=None,
+            ncu_path=ncu_path,
+            unavailable=unavailable,
+        )
+
+    kernel_settings = dataclasses.replace(settings, busy_mode="kernels")
+    busy = measure_busy(trace, kernel_settings)
+    gaps = measure_gaps(busy.intervals, busy.summary, busy.keys)
+    windows = busy.windows
+
+    nvidia_busy = nvidia_gaps = None
+    if settings.busy_mode == "nvidia":
+        nvidia_busy = measure_busy(trace, settings)
+        nvidia_gaps = measure_gaps(nvidia_busy.intervals, nvidia_busy.summary, nvidia_busy.keys)
+
+    if windows.height >= 2:
+        stagger: StaggerResult | None = measure_stagger(gaps.gaps, windows)
+    else:
+        stagger = None
+        unavailable["stagger"] = "one GPU ran work: stagger compares the gaps of two or more GPUs"
+    imbalance = measure_imbalance(trace, busy.intervals, windows, settings)
+    nccl = measure_nccl(trace.kernels, busy.intervals, windows)
+    host = attribute_gaps(trace, gaps.gaps, settings, keys=gaps.keys)
+    contention = measure_contention(
+        trace.gpu_metrics,
+        windows,
+        settings,
+        busy=busy.intervals,
+        gpus=trace.gpus,
+        capabilities=trace.capabilities,
+    )
+    if not contention.available:
+        unavailable["contention"] = contention.reason or "no GPU metrics"
+    dashboard = measure_dashboard(
+        trace.kernels,
+        windows,
+        settings,
+        activity=contention.summary if contention.available else None,
+    )
+    bound: BoundResult | None = None
+    if ncu is not None:
+        bound = measure_bound(trace.kernels, classify_kernels(ncu))
+    else:
+        unavailable["bound"] = (
+            "no Nsight Compute data: give --ncu kernels.csv for the memory- vs compute-bound view"
+        )
+    return Analysis(
+        trace=trace,
+        settings=settings,
+        busy=busy,
+        gaps=gaps,
+        stagger=stagger,
+        imbalance=imbalance,
+        nccl=nccl,
+        host=host,
+        dashboard=dashboard,
+        contention=contention,
+        bound=bound,
+        nvidia_busy=nvidia_busy,
+        nvidia_gaps=nvidia_gaps,
+        ncu_path=ncu_path,
+        unavailable=unavailable,
+    )

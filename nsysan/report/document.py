@@ -1,0 +1,59 @@
+"""The analysis as one JSON-ready document, and its short text summary.
+
+The document's layout is versioned (``jsonout.SCHEMA_VERSION``) and documented in
+docs/json-schema.md; CI jobs and dashboards gate on ``findings``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nsysan import __version__
+from nsysan.analysis import Analysis
+from nsysan.diagnose import diagnose
+from nsysan.report import fmt
+from nsysan.report.jsonout import SCHEMA_VERSION, to_jsonable
+
+
+def analysis_document(analysis: Analysis) -> dict[str, Any]:
+    """Everything ``nsysan analyze --json`` prints."""
+    diagnosis = diagnose(analysis)
+    trace = analysis.trace
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "nsysan", "version": __version__},
+        "inputs": to_jsonable(trace.sources),
+        "ncu_csv": str(analysis.ncu_path) if analysis.ncu_path else None,
+        "settings": to_jsonable(analysis.settings),
+        "gpus": to_jsonable(trace.gpus),
+        "capabilities": {
+            "present": dict(trace.capabilities.present),
+            "missing": list(trace.capabilities.missing),
+        },
+        "notes": list(trace.notes),
+        "unavailable": dict(analysis.unavailable),
+        "headline": to_jsonable(diagnosis.headline),
+        "findings": to_jsonable(diagnosis.findings),
+        "myths": to_jsonable(diagnosis.myths),
+        "results": {name: to_jsonable(result) for name, result in analysis.results.items()},
+    }
+
+
+def render_summary_text(document: dict[str, Any]) -> str:
+    """A few lines for the terminal: headline, per-GPU gap share, findings."""
+    lines = [str(document["headline"]["text"])]
+    gaps = document["results"].get("gaps")
+    if gaps:
+        lines.append("per GPU (kernels busy union, window first→last kernel):")
+        for row in gaps["summary"]:
+            lines.append(
+                f"  GPU {row['gpu']}: gap share {fmt.percent(row['gap_share'])}, "
+                f"{fmt.count(row['gap_count'])} gaps, window {fmt.duration(row['window_ns'])}"
+            )
+    findings = document["findings"]
+    lines.append(f"findings: {len(findings)}")
+    for f in findings:
+        lines.append(f"  [{f['severity']}] {f['rule_id']}: {f['claim']['en']}")
+    for name, why in document["unavailable"].items():
+        lines.append(f"  unavailable: {name}: {why}")
+    return "\n".join(lines)
