@@ -15,15 +15,22 @@ from nsysan.report.fmt import percent
 
 __all__ = ["Diagnosis", "Finding", "diagnose", "diagnose_facts"]
 
-# A finding that restates a more specific one is dropped (key: dropped when value fired).
-_SUBSUMED_BY = {"host-bound-gaps": "false-balance"}
+# A finding explained by a more specific one is dropped: key is dropped when any of
+# its values fired. Host-bound gaps are part of false balance; staggered gaps that
+# follow a pipeline's fill/drain staircase are bubbles, not false balance; a compute
+# skew whose leader moves over time is load drift, not a static split.
+_SUBSUMED_BY = {
+    "host-bound-gaps": ("false-balance",),
+    "false-balance": ("pipeline-bubble",),
+    "static-split-skew": ("dp-long-tail",),
+}
 
 
 def diagnose_facts(facts: Facts) -> tuple[Finding, ...]:
     """All findings the rules support, most important first."""
     found = [f for f in (rule(facts) for rule in RULES) if f is not None]
     ids = {f.rule_id for f in found}
-    found = [f for f in found if _SUBSUMED_BY.get(f.rule_id) not in ids]
+    found = [f for f in found if not ids & set(_SUBSUMED_BY.get(f.rule_id, ()))]
     return tuple(sorted(found, key=lambda f: (SEVERITY_RANK[f.severity], -f.impact_share, f.rule_id)))
 
 

@@ -77,6 +77,8 @@ def topology_does_not_matter(f: Facts, findings: tuple[Finding, ...]) -> MythChe
     title = ("Communication topology does not matter", "可以忽略通信拓扑")
     if f.nccl_share is None:
         return _check("topology-irrelevant", 3, title, "cannot_tell", ("no GPU kernels in the trace", "时间线中没有 GPU 内核"))
+    if f.gpu_count < 2:
+        return _check("topology-irrelevant", 3, title, "cannot_tell", ("one GPU: no communication between GPUs to judge", "只有一张卡：没有卡间通信可供判断"))
     if {"comm-bound", "collective-skew"} & _ids(findings):
         return _check(
             "topology-irrelevant", 3, title, "does_not_hold",

@@ -32,6 +32,8 @@ BUBBLE_STAIRCASE_MIN = 0.05  # spread of fill and of drain share across stages
 # Pipeline signature: later stages idle longer at the start and shorter at the end,
 # so fill and drain shares are ranked in opposite orders across GPUs.
 BUBBLE_FILL_DRAIN_MAX_CORRELATION = -0.8
+# ... and the fill share grows (or shrinks) steadily with the GPU's position.
+BUBBLE_STAGE_ORDER_MIN_CORRELATION = 0.8
 # drift / long tail (seed 4.2, 4.3)
 DRIFT_SPREAD_HIGH = 0.30  # busy-share spread between GPUs in the worst drift window
 DRIFT_SPREAD_VARIATION = 0.20  # worst window spread minus best window spread
@@ -281,6 +283,10 @@ def pipeline_bubble(f: Facts) -> Finding | None:
     corr = rank_correlation(f.fill_share_per_gpu, f.drain_share_per_gpu)
     if corr is None or corr > BUBBLE_FILL_DRAIN_MAX_CORRELATION:
         return None
+    position = tuple(float(i) for i in range(len(f.fill_share_per_gpu)))
+    order = rank_correlation(f.fill_share_per_gpu, position)
+    if order is None or abs(order) < BUBBLE_STAGE_ORDER_MIN_CORRELATION:
+        return None
     return Finding(
         rule_id="pipeline-bubble",
         severity="warning",
@@ -324,8 +330,8 @@ def load_drift(f: Facts) -> Finding | None:
         impact_share=f.drift_spread_mean or 0.0,
         title={"en": "Load drifts between GPUs over time", "zh": "负载随时间在各卡之间漂移"},
         claim={
-            "en": f"In the worst time window the GPUs' busy shares differ by {percent(f.drift_spread_max, 0)} (best window {percent(f.drift_spread_min, 0)}): some GPUs run long work while others sit idle, and it changes over time (most-loaded GPU changed {f.leader_changes}×).",
-            "zh": f"最差时间窗内各卡忙碌占比相差 {percent(f.drift_spread_max, 0)}（最好时间窗 {percent(f.drift_spread_min, 0)}）：部分卡在处理长请求时其他卡空闲，且随时间变化（最忙的卡变化了 {f.leader_changes} 次）。",
+            "en": f"The load moves between GPUs over time: in the worst time window the GPUs' busy shares differ by {percent(f.drift_spread_max, 0)} (best window {percent(f.drift_spread_min, 0)}), some GPUs working while others sit idle, and the most-loaded GPU changed {f.leader_changes}×.",
+            "zh": f"负载随时间在各卡之间移动：最差时间窗内各卡忙碌占比相差 {percent(f.drift_spread_max, 0)}（最好时间窗 {percent(f.drift_spread_min, 0)}），部分卡在工作时其他卡空闲，最忙的卡变化了 {f.leader_changes} 次。",
         },
         recommendation={
             "en": "Schedule by estimated cost (sequence length, generation budget), not round-robin; add starvation detection and preemption or request migration.",
@@ -340,7 +346,11 @@ def load_drift(f: Facts) -> Finding | None:
 
 
 def comm_bound(f: Facts) -> Finding | None:
-    if f.nccl_share is None or f.nccl_share < NCCL_SHARE_HIGH:
+    """Communication itself (NCCL time less the estimated wait for late peers) is large."""
+    if f.nccl_share is None:
+        return None
+    transfer = f.nccl_share * (1.0 - (f.nccl_wait_share or 0.0))
+    if transfer < NCCL_SHARE_HIGH:
         return None
     coll = f" (mostly {f.top_collective})" if f.top_collective else ""
     return Finding(
@@ -348,11 +358,13 @@ def comm_bound(f: Facts) -> Finding | None:
         severity="warning",
         seed_section="4.4",
         cause_category="interconnect bandwidth (NVLink/PCIe)",
-        impact_share=f.nccl_share,
+        impact_share=transfer,
         title={"en": "Communication takes a large share of GPU time", "zh": "通信占用了大量 GPU 时间"},
         claim={
-            "en": f"NCCL kernels take {percent(f.nccl_share, 0)} of busy GPU time{coll}.",
-            "zh": f"NCCL 内核占 GPU 忙碌时间的 {percent(f.nccl_share, 0)}{coll}。",
+            "en": f"NCCL kernels take {percent(f.nccl_share, 0)} of busy GPU time{coll}; "
+            f"{percent(transfer, 0)} is communication itself, not waiting for late GPUs.",
+            "zh": f"NCCL 内核占 GPU 忙碌时间的 {percent(f.nccl_share, 0)}{coll}；"
+            f"其中 {percent(transfer, 0)} 是通信本身，而不是等待迟到的卡。",
         },
         recommendation={
             "en": "Keep tensor-parallel groups inside one NVLink/NVSwitch domain, overlap communication with compute, or lower the TP degree for long sequences.",
@@ -360,6 +372,7 @@ def comm_bound(f: Facts) -> Finding | None:
         },
         evidence=(
             _ev("nccl_share", "NCCL share of busy time", f.nccl_share, percent(f.nccl_share), "docs/metrics/nccl.md"),
+            _ev("nccl_wait_share", "estimated wait share of NCCL time", f.nccl_wait_share, percent(f.nccl_wait_share), "docs/metrics/nccl.md"),
         ),
     )
 
