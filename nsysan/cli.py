@@ -161,11 +161,19 @@ def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) 
 @analysis_options
 @click.option("--json", "as_json", is_flag=True, help="Print every result as JSON (docs/json-schema.md).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the JSON to this file instead.")
+@click.option(
+    "--detail",
+    type=click.Choice(["summary", "full"]),
+    default="summary",
+    show_default=True,
+    help="'full' adds the per-event tables (every gap, interval, collective instance).",
+)
 def analyze(
     traces: tuple[Path, ...],
     ncu_csv: Path | None,
     as_json: bool,
     output: Path | None,
+    detail: str,
     **options: Any,
 ) -> None:
     """Run every analysis on TRACES and print the results (JSON with --json)."""
@@ -173,7 +181,7 @@ def analyze(
     from nsysan.report.jsonout import dumps
 
     analysis = run_analysis(traces, ncu_csv, build_settings(**options))
-    document = analysis_document(analysis)
+    document = analysis_document(analysis, detail)
     if output is not None:
         from nsysan.output import write_atomic
 
@@ -183,6 +191,86 @@ def analyze(
         click.echo(dumps(document))
     else:
         click.echo(render_summary_text(document))
+
+
+def _default_report_path(traces: tuple[Path, ...]) -> Path:
+    stem = traces[0].stem if len(traces) == 1 else f"{traces[0].stem}-and-{len(traces) - 1}-more"
+    return Path(f"{stem}-report.html")
+
+
+@cli.command()
+@trace_paths
+@analysis_options
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="HTML file to write (default: <trace>-report.html).")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True, help="Report language.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), help="Also write the analysis JSON here.")
+def report(
+    traces: tuple[Path, ...],
+    ncu_csv: Path | None,
+    output: Path | None,
+    lang: str,
+    json_path: Path | None,
+    **options: Any,
+) -> None:
+    """Analyse TRACES and write one self-contained HTML report.
+
+    Several files (one per rank or node) are one analysis on one timeline.
+    """
+    from nsysan.report import write_report
+
+    analysis = run_analysis(traces, ncu_csv, build_settings(**options, lang=lang))
+    target = output or _default_report_path(traces)
+    headline = write_report(analysis, target, lang=lang, json_path=json_path)  # type: ignore[arg-type]
+    click.echo(headline)
+    click.echo(f"wrote {target}")
+
+
+@cli.command()
+@click.argument("scenario", type=click.Choice(list(__import__("nsysan.simulate", fromlist=["SCENARIOS"]).SCENARIOS)))
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="SQLite export to write.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True, help="Multiplies the trace's length.")
+@click.option("--hostile-names", is_flag=True, help="Put <script> into a kernel name and an NVTX range (escaping tests).")
+def simulate(scenario: str, output: Path, seed: int, scale: float, hostile_names: bool) -> None:
+    """Write a synthetic Nsight Systems export of SCENARIO with known ground truth."""
+    from nsysan.simulate import generate
+
+    truth = generate(scenario, output, seed=seed, scale=scale, hostile_names=hostile_names)
+    click.echo(f"wrote {output}" + (f" and {output.parent / truth.ncu_csv}" if truth.ncu_csv else ""))
+    click.echo(f"intended top finding: {truth.top_finding or 'none (healthy control)'}")
+
+
+@cli.command()
+@click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=Path("nsysan-demo"), show_default=True)
+@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+def demo(out_dir: Path, lang: str) -> None:
+    """Generate the seed chapter's case study (4×A100, false balance) and write its report."""
+    from nsysan.analysis import analyze
+    from nsysan.ingest import load_trace
+    from nsysan.report import write_report
+    from nsysan.settings import Settings
+    from nsysan.simulate import generate
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    trace_path = out_dir / "case-study.sqlite"
+    generate("case-study", trace_path, seed=0)
+    analysis = analyze(load_trace([trace_path]), Settings(lang=lang))  # type: ignore[arg-type]
+    target = out_dir / "case-study-report.html"
+    headline = write_report(analysis, target, lang=lang, json_path=out_dir / "case-study.json")  # type: ignore[arg-type]
+    click.echo(headline)
+    click.echo(f"wrote {target}")
+
+
+@cli.command()
+@click.argument("before", type=click.Path(path_type=Path))
+@click.argument("after", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+def compare(before: Path, after: Path, as_json: bool) -> None:
+    """Compare two runs: each an export (.sqlite) or an analysis JSON (nsysan analyze -o)."""
+    from nsysan.compare import compare_documents, load_document, render_comparison
+
+    result = compare_documents(load_document(before), load_document(after))
+    click.echo(dump_json(result) if as_json else render_comparison(result))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,8 +15,41 @@ from nsysan.report import fmt
 from nsysan.report.jsonout import SCHEMA_VERSION, to_jsonable
 
 
-def analysis_document(analysis: Analysis) -> dict[str, Any]:
-    """Everything ``nsysan analyze --json`` prints."""
+# Per-event tables: one row per gap, interval, kernel instance or sample. They make
+# the document grow with the trace, so they are left out unless ``detail="full"``.
+EVENT_TABLES: dict[str, tuple[str, ...]] = {
+    "busy": ("intervals",),
+    "nvidia_busy": ("intervals",),
+    "gaps": ("gaps",),
+    "nvidia_gaps": ("gaps",),
+    "stagger": ("gaps",),
+    "host": ("gaps",),
+    "nccl": ("instances", "instance_kernels"),
+    "dashboard": ("periods",),
+    "contention": ("series", "clock_drops"),
+    "imbalance": ("drift", "bubbles", "iterations"),
+    "bound": ("kernels",),
+}
+
+
+def _result_json(name: str, result: object, detail: str) -> Any:
+    data = to_jsonable(result)
+    if detail == "full" or not isinstance(data, dict):
+        return data
+    omitted = [f for f in EVENT_TABLES.get(name, ()) if f in data]
+    for f in omitted:
+        del data[f]
+    if omitted:
+        data["omitted_event_tables"] = omitted
+    return data
+
+
+def analysis_document(analysis: Analysis, detail: str = "summary") -> dict[str, Any]:
+    """Everything ``nsysan analyze --json`` prints.
+
+    ``detail="summary"`` (default) leaves out the per-event tables listed in
+    :data:`EVENT_TABLES` (naming them in ``omitted_event_tables``); ``"full"`` keeps them.
+    """
     diagnosis = diagnose(analysis)
     trace = analysis.trace
     return {
@@ -35,7 +68,8 @@ def analysis_document(analysis: Analysis) -> dict[str, Any]:
         "headline": to_jsonable(diagnosis.headline),
         "findings": to_jsonable(diagnosis.findings),
         "myths": to_jsonable(diagnosis.myths),
-        "results": {name: to_jsonable(result) for name, result in analysis.results.items()},
+        "detail": detail,
+        "results": {name: _result_json(name, result, detail) for name, result in analysis.results.items()},
     }
 
 

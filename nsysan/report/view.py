@@ -1,0 +1,707 @@
+"""Analysis + diagnosis → the report's view model (:class:`ReportView`).
+
+Pure data work: every number shown is taken from an analysis result and formatted
+by :mod:`nsysan.report.fmt`; nothing is recomputed differently from the JSON output.
+The aggregated timeline is the one piece computed here: the busy union binned into
+at most :data:`TIMELINE_MAX_BINS` equal bins per GPU, so a trace of millions of
+kernels stays a small page.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+
+from nsysan import __version__
+from nsysan.analysis import Analysis
+from nsysan.analyze.host import CAUSE_LABELS
+from nsysan.diagnose import Diagnosis
+from nsysan.report import fmt
+from nsysan.report.viewmodel import (
+    AppendixView,
+    Evidence,
+    FindingView,
+    HistogramView,
+    MatrixView,
+    MythView,
+    ReportView,
+    Section,
+    SeriesView,
+    StackedSharesView,
+    Table,
+    TimelineView,
+)
+
+Lang = Literal["en", "zh"]
+
+TIMELINE_MAX_BINS = 1200
+TIMELINE_MAX_GAPS = 40
+KERNEL_DIFF_ROWS = 8
+PLOTLY_NOTE = {
+    "en": "Charts use plotly.js, embedded once in this file (about 3.5 MB), so the page opens without a network.",
+    "zh": "图表使用 plotly.js，已内嵌于本文件（约 3.5 MB），无需联网即可打开。",
+}
+
+TITLES: dict[str, dict[str, str]] = {
+    "gpus": {"en": "Per-GPU summary", "zh": "逐卡概览"},
+    "timeline": {"en": "Timeline (aggregated)", "zh": "时间线（聚合）"},
+    "gaps": {"en": "Gaps and their sizes", "zh": "间隙及其大小分布"},
+    "stagger": {"en": "Stagger of gaps across GPUs", "zh": "各卡间隙的错开程度"},
+    "host": {"en": "Host-side cause of gap time", "zh": "间隙时间的主机侧原因"},
+    "balance": {"en": "Load balance, kernels behind the skew, drift", "zh": "负载均衡、造成偏差的内核与漂移"},
+    "dashboard": {"en": "Dashboard view vs timeline view", "zh": "监控面板视图与时间线视图"},
+    "communication": {"en": "Communication (NCCL)", "zh": "通信（NCCL）"},
+    "bound": {"en": "Memory- vs compute-bound", "zh": "带宽受限与计算受限"},
+    "contention": {"en": "Contention signals (GPU metrics)", "zh": "资源争用信号（GPU 指标）"},
+}
+MYTH_VERDICT_TEXT = {
+    "holds": {"en": "holds here", "zh": "在此成立"},
+    "does_not_hold": {"en": "does not hold here", "zh": "在此不成立"},
+    "cannot_tell": {"en": "cannot tell", "zh": "无法判断"},
+}
+CAUSE_LABELS_ZH = {
+    "cuda_sync": "CUDA 同步调用",
+    "gil_wait": "GIL 特征（反复约 5 ms 的条件等待）",
+    "blocking_os": "阻塞型系统调用（锁、条件等待、poll、sleep）",
+    "descheduled": "线程被调度出 CPU",
+    "cuda_api": "其他 CUDA API 调用",
+    "os_call": "其他系统调用（I/O 等）",
+    "nvtx": "在命名的 NVTX 区间内",
+    "unattributed": "未归因",
+    "unattributed_no_data": "未归因（缺少数据）",
+    "launch_call": "下一个操作的发射调用",
+    "gpu_wait": "GPU 侧等待（工作已排队）",
+    "no_launch_record": "无发射记录",
+}
+
+
+def _l(lang: Lang, en: str, zh: str) -> str:
+    return zh if lang == "zh" else en
+
+
+def _gpu_labels(analysis: Analysis) -> dict[int, str]:
+    gpus = analysis.trace.gpus.sort("gpu")
+    labels = {}
+    for row in gpus.iter_rows(named=True):
+        ident = row["pci_bus"] or (row["uuid"] or "")[:8] or row["gpu_key"]
+        name = (row["name"] or "GPU").replace("NVIDIA ", "")
+        labels[row["gpu"]] = f"GPU {row['gpu']} ({name}, {ident})"
+    return labels
+
+
+def _short(labels: dict[int, str]) -> tuple[str, ...]:
+    return tuple(f"GPU {g}" for g in sorted(labels))
+
+
+def build_view(analysis: Analysis, diagnosis: Diagnosis, lang: Lang = "en") -> ReportView:
+    """The whole report's view model for ``lang``."""
+    labels = _gpu_labels(analysis)
+    title = _l(lang, "nsysan report", "nsysan 报告") + ": " + ", ".join(
+        p.rsplit("/", 1)[-1] for p in analysis.trace.sources["path"].to_list()[:4]
+    ) + (" …" if analysis.trace.sources.height > 4 else "")
+    findings = tuple(_finding_view(f, lang) for f in diagnosis.findings)
+    myths = tuple(
+        MythView(
+            myth_id=m.myth_id,
+            title=m.title[lang],
+            verdict=m.verdict,
+            verdict_text=MYTH_VERDICT_TEXT[m.verdict][lang],
+            why=m.why[lang],
+        )
+        for m in diagnosis.myths
+    )
+    recommendations = tuple(dict.fromkeys(f.recommendation[lang] for f in diagnosis.findings))
+    if not recommendations and analysis.trace.has_gpu_work:
+        recommendations = (
+            _l(
+                lang,
+                "No rule reached its threshold. Keep this report as a baseline and compare the next trace with `nsysan compare`.",
+                "没有规则达到阈值。保留本报告作为基线，之后用 `nsysan compare` 与新的时间线对比。",
+            ),
+        )
+    no_work = analysis.gaps is None
+    sections = () if no_work else _sections(analysis, labels, lang)
+    return ReportView(
+        title=title,
+        lang=lang,
+        headline=diagnosis.headline.texts[lang],
+        headline_severity=diagnosis.headline.severity,
+        findings=findings,
+        sections=sections,
+        myths=myths,
+        recommendations=recommendations,
+        appendix=_appendix(analysis, lang),
+        no_gpu_work=no_work,
+    )
+
+
+def _finding_view(f: Any, lang: Lang) -> FindingView:
+    return FindingView(
+        rule_id=f.rule_id,
+        severity=f.severity,
+        title=f.title[lang],
+        claim=f.claim[lang],
+        cause_category=_l(lang, f"seed {f.seed_section}: {f.cause_category}", f"种子章节 {f.seed_section}：{f.cause_category}"),
+        evidence=tuple(Evidence(label=e.label, value_text=e.display, source=e.source) for e in f.evidence),
+        recommendation=f.recommendation[lang],
+    )
+
+
+def _sections(analysis: Analysis, labels: dict[int, str], lang: Lang) -> tuple[Section, ...]:
+    builders = (
+        _gpu_section,
+        _timeline_section,
+        _gaps_section,
+        _stagger_section,
+        _host_section,
+        _dashboard_section,
+        _balance_section,
+        _communication_section,
+        _bound_section,
+        _contention_section,
+    )
+    return tuple(b(analysis, labels, lang) for b in builders)
+
+
+def _value(df: pl.DataFrame, gpu: int, col: str) -> Any:
+    if col not in df.columns:
+        return None
+    rows = df.filter(pl.col("gpu") == gpu)
+    return rows[col][0] if rows.height else None
+
+
+def _gpu_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+    gaps = analysis.gaps.summary if analysis.gaps else pl.DataFrame()
+    dash = analysis.dashboard.per_gpu if analysis.dashboard else pl.DataFrame()
+    imb = analysis.imbalance.per_gpu if analysis.imbalance else pl.DataFrame()
+    nccl = analysis.nccl.per_gpu if analysis.nccl else pl.DataFrame()
+    host = analysis.host.per_gpu if analysis.host else pl.DataFrame()
+    bound = analysis.bound.per_gpu if analysis.bound else None
+    rows = []
+    for gpu, label in sorted(labels.items()):
+        bound_text = "n/a"
+        if bound is not None and "memory_share" in bound.columns:
+            bound_text = (
+                f"{fmt.percent(_value(bound, gpu, 'memory_share'), 0)} mem / "
+                f"{fmt.percent(_value(bound, gpu, 'compute_share'), 0)} comp"
+            )
+        host_share = _value(host, gpu, "host_share")
+        dominant = _value(host, gpu, "dominant_cause")
+        rows.append(
+            (
+                label,
+                fmt.percent(_value(dash, gpu, "dashboard_util_share")),
+                fmt.percent(_value(dash, gpu, "gr_active_share")),
+                fmt.percent(_value(gaps, gpu, "gap_share")),
+                fmt.count(_value(gaps, gpu, "gap_count")),
+                fmt.duration(_value(imb, gpu, "compute_ns")),
+                fmt.percent(_value(nccl, gpu, "nccl_busy_share")),
+                bound_text,
+                fmt.percent(host_share),
+                _cause_label(dominant, lang) if dominant else "n/a",
+            )
+        )
+    columns = (
+        "GPU",
+        _l(lang, "dashboard (NVML-style)", "面板利用率（NVML 口径）"),
+        "GR Active",
+        _l(lang, "gap share", "间隙占比"),
+        _l(lang, "gaps", "间隙数"),
+        _l(lang, "compute time", "计算时间"),
+        _l(lang, "NCCL share of busy", "NCCL 占忙碌"),
+        _l(lang, "bound (ncu)", "受限类型（ncu）"),
+        _l(lang, "host-side share of gaps", "间隙中主机侧占比"),
+        _l(lang, "main gap cause", "主要间隙原因"),
+    )
+    window = analysis.settings.window
+    note = _l(
+        lang,
+        f"Window: {window.kind.replace('_', ' ')}; busy = union of kernels on the GPU (all streams). "
+        "GR Active comes from GPU metrics (n/a when the trace has none).",
+        f"时间窗：{window.kind}；忙碌 = 该卡上所有流的内核区间并集。GR Active 来自 GPU 指标（无指标时为 n/a）。",
+    )
+    return Section(key="gpus", title=TITLES["gpus"][lang], tables=(Table(columns=columns, rows=tuple(rows), note=note),))
+
+
+def _cause_label(cause: str, lang: Lang) -> str:
+    if lang == "zh":
+        return CAUSE_LABELS_ZH.get(cause, cause)
+    return CAUSE_LABELS.get(cause, cause)
+
+
+def _binned_busy(intervals: pl.DataFrame, gpu: int, edges: np.ndarray) -> np.ndarray:
+    """Busy ns per bin from disjoint sorted intervals, via cumulative coverage."""
+    rows = intervals.filter(pl.col("gpu") == gpu).sort("start_ns")
+    starts = rows["start_ns"].to_numpy().astype(np.int64)
+    ends = rows["end_ns"].to_numpy().astype(np.int64)
+    if starts.size == 0:
+        return np.zeros(edges.size - 1)
+    cum = np.concatenate(([0], np.cumsum(ends - starts)))
+    idx = np.searchsorted(starts, edges, side="right") - 1
+    covered = np.where(
+        idx >= 0,
+        cum[np.clip(idx, 0, None)] + np.clip(np.minimum(edges, ends[np.clip(idx, 0, None)]) - starts[np.clip(idx, 0, None)], 0, None),
+        0,
+    )
+    return np.diff(covered).astype(float)
+
+
+def _timeline_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+    busy = analysis.busy
+    assert busy is not None and analysis.gaps is not None
+    windows = busy.windows.sort("gpu")
+    start = int(windows["window_start_ns"].min())  # type: ignore[arg-type]
+    end = int(windows["window_end_ns"].max())  # type: ignore[arg-type]
+    span = max(end - start, 1)
+    n_bins = int(min(TIMELINE_MAX_BINS, max(1, span)))
+    bin_ns = -(-span // n_bins)
+    edges = start + np.arange(n_bins + 1, dtype=np.int64) * bin_ns
+    matrix = []
+    for row in windows.iter_rows(named=True):
+        g = row["gpu"]
+        share = _binned_busy(busy.intervals, g, edges) / bin_ns
+        inside = (edges[1:] > row["window_start_ns"]) & (edges[:-1] < row["window_end_ns"])
+        matrix.append(tuple(round(float(v), 3) if ok else None for v, ok in zip(share, inside, strict=True)))
+    gpu_rows = {g: i for i, g in enumerate(windows["gpu"].to_list())}
+    longest = analysis.gaps.gaps.sort("duration_ns", descending=True).head(TIMELINE_MAX_GAPS)
+    gaps = tuple((gpu_rows[g], int(s), int(e)) for g, s, e in longest.select("gpu", "start_ns", "end_ns").iter_rows())
+    n_kernels = analysis.trace.kernels.height
+    note = _l(
+        lang,
+        f"{fmt.count(n_kernels)} kernels aggregated into {n_bins} bins of {fmt.duration(bin_ns)}; colour = share of the bin "
+        f"the GPU was busy; the {len(gaps)} longest gaps are marked.",
+        f"{fmt.count(n_kernels)} 个内核被聚合为 {n_bins} 个时间格，每格 {fmt.duration(bin_ns)}；颜色表示该格内 GPU 忙碌的比例；标出了最长的 {len(gaps)} 个间隙。",
+    )
+    timeline = TimelineView(
+        gpu_labels=tuple(labels[g] for g in windows["gpu"].to_list()),
+        bin_start_ns=tuple(int(v) for v in edges[:-1]),
+        bin_ns=int(bin_ns),
+        busy_share=tuple(matrix),
+        gaps=gaps,
+        note=note,
+    )
+    return Section(key="timeline", title=TITLES["timeline"][lang], timeline=timeline, paragraphs=(note,))
+
+
+def _gaps_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+    gaps = analysis.gaps
+    assert gaps is not None
+    dist = gaps.distribution.sort("gpu", "bucket")
+    buckets = tuple(dist.filter(pl.col("gpu") == dist["gpu"][0])["label"].to_list()) if dist.height else ()
+    gpu_ids = sorted(dist["gpu"].unique().to_list()) if dist.height else []
+    counts = tuple(tuple(int(v) for v in dist.filter(pl.col("gpu") == g)["count"].to_list()) for g in gpu_ids)
+    times = tuple(tuple(int(v) for v in dist.filter(pl.col("gpu") == g)["total_ns"].to_list()) for g in gpu_ids)
+    paragraphs = [
+        _l(
+            lang,
+            "A gap is a maximal interval inside the GPU's window with no kernel running. "
+            "Gap share = gap time / window. The distribution covers every gap, from launch-scale microseconds to seconds.",
+            "间隙是 GPU 时间窗内没有任何内核运行的最长区间。间隙占比 = 间隙时间 / 时间窗。分布包含所有间隙，从发射级的微秒到秒级。",
+        )
+    ]
+    tables = []
+    if analysis.nvidia_gaps is not None:
+        ng = analysis.nvidia_gaps.summary
+        rows = tuple(
+            (str(r["pid"]), str(r["device_id"]), fmt.percent(r["gap_share"]), fmt.count(r["gap_count"]))
+            for r in ng.iter_rows(named=True)
+        )
+        tables.append(
+            Table(
+                columns=("PID", "CUDA device", _l(lang, "gap share (NVIDIA gpu_gaps)", "间隙占比（NVIDIA gpu_gaps 口径）"), _l(lang, "gaps", "间隙数")),
+                rows=rows,
+                note=_l(lang, "busy = kernels + memcpy + memset + profiler overhead per process and device, as `nsys analyze -r gpu_gaps`.", "忙碌 = 每进程每设备的内核 + memcpy + memset + 采集开销，与 `nsys analyze -r gpu_gaps` 相同。"),
+            )
+        )
+    return Section(
+        key="gaps",
+        title=TITLES["gaps"][lang],
+        paragraphs=tuple(paragraphs),
+        tables=tuple(tables),
+        histogram=HistogramView(
+            bucket_labels=buckets,
+            gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
+            counts=counts,
+            time_ns=times,
+        )
+        if dist.height
+        else None,
+    )
+
+
+def _stagger_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+    s = analysis.stagger
+    if s is None:
+        return Section(key="stagger", title=TITLES["stagger"][lang], unavailable=analysis.unavailable.get("stagger", ""))
+    gpu_ids = sorted(labels)
+    index = {g: i for i, g in enumerate(gpu_ids)}
+    values: list[list[float | None]] = [[None] * len(gpu_ids) for _ in gpu_ids]
+    for r in s.pairs.iter_rows(named=True):
+        a, b = index.get(r["gpu_a"]), index.get(r["gpu_b"])
+        if a is None or b is None:
+            continue
+        score = None if r["stagger_score"] is None else round(float(r["stagger_score"]), 3)
+        values[a][b] = values[b][a] = score
+    verdict_zh = {"aligned": "对齐", "independent": "互不相关", "staggered": "错开", "not applicable": "不适用"}
+    para = _l(
+        lang,
+        f"Verdict: {s.verdict}. {s.reason}. All GPUs idle together {fmt.percent(s.all_idle_share)} of the common window "
+        f"(independence would give {fmt.percent(s.expected_all_idle_share)}); at least one idle {fmt.percent(s.any_idle_share)}.",
+        f"结论：{verdict_zh.get(s.verdict, s.verdict)}。{s.reason}。在共同时间窗内所有卡同时空闲 {fmt.percent(s.all_idle_share)}"
+        f"（若相互独立应为 {fmt.percent(s.expected_all_idle_share)}）；至少一张卡空闲 {fmt.percent(s.any_idle_share)}。",
+    )
+    idle = s.idle_count.sort("idle_gpus")
+    table = Table(
+        columns=(_l(lang, "GPUs idle at once", "同时空闲的卡数"), _l(lang, "observed share", "实测占比"), _l(lang, "if independent", "独立时的期望")),
+        rows=tuple(
+            (str(r["idle_gpus"]), fmt.percent(r["observed_share"]), fmt.percent(r["expected_share"]))
+            for r in idle.iter_rows(named=True)
+        ),
+    )
+    return Section(
+        key="stagger",
+        title=TITLES["stagger"][lang],
+        paragraphs=(para,),
+        tables=(table,),
+        matrix=MatrixView(
+            labels=tuple(f"GPU {g}" for g in gpu_ids),
+            values=tuple(tuple(row) for row in values),
+            title=_l(lang, "stagger score per GPU pair (−1 aligned, 0 independent, +1 staggered)", "逐对错开分数（−1 对齐，0 独立，+1 错开）"),
+            value_label=_l(lang, "stagger score", "错开分数"),
+        ),
+    )
+
+
+def _host_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+    h = analysis.host
+    if h is None:
+        return Section(key="host", title=TITLES["host"][lang], unavailable=analysis.unavailable.get("host", ""))
+    shares = h.shares
+    causes = [c for c in dict.fromkeys(shares.sort("cause")["cause"].to_list()) if shares.filter(pl.col("cause") == c)["time_ns"].sum() > 0]
+    gpu_ids = sorted(shares["gpu"].unique().to_list())
+    matrix = []
+    for g in gpu_ids:
+        rows = shares.filter(pl.col("gpu") == g)
+        total = float(rows["time_ns"].sum() or 0)
+        matrix.append(tuple(
+            round(float(rows.filter(pl.col("cause") == c)["time_ns"].sum()) / total, 4) if total else 0.0 for c in causes
+        ))
+    paragraphs = [
+        _l(
+            lang,
+            "Each nanosecond of gap time gets one cause: the host was late to launch the next kernel (and what the feeding "
+            "thread was doing), or the work was already queued and the GPU waited.",
+            "每一纳秒的间隙时间对应一个原因：主机发射下一个内核晚了（以及发射线程当时在做什么），或者工作已排队而 GPU 在等待。",
+        )
+    ]
+    paragraphs += [_l(lang, f"Unavailable: {u}", f"不可用：{u}") for u in h.unavailable]
+    tables = []
+    if h.nvtx.height:
+        top = h.nvtx.sort("covered_ns", descending=True).head(10)
+        tables.append(
+            Table(
+                columns=("GPU", _l(lang, "NVTX range on the feeding thread", "发射线程上的 NVTX 区间"), _l(lang, "gap time it covers", "覆盖的间隙时间")),
+                rows=tuple((f"GPU {r['gpu']}", str(r["text"]), fmt.duration(r["covered_ns"])) for r in top.iter_rows(named=True)),
+            )
+        )
+    if h.gil_threads.height:
+        tables.append(
+            Table(
+                columns=(_l(lang, "thread", "线程"), _l(lang, "wait call", "等待调用"), _l(lang, "~5 ms waits", "约 5 ms 的等待"), _l(lang, "GIL wait time", "GIL 等待时间")),
+                rows=tuple(
+                    (f"{r['pid']}/{r['tid']}", str(r["call"]), fmt.count(r["gil_waits"]), fmt.duration(r["gil_wait_ns"]))
+                    for r in h.gil_threads.iter_rows(named=True)
+                ),
+            )
+        )
+    return Section(
+        key="host",
+        title=TITLES["host"][lang],
+        paragraphs=tuple(paragraphs),
+        tables=tuple(tables),
+        stacked=(
+            StackedSharesView(
+                gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
+                categories=tuple(_cause_label(c, lang) for c in causes),
+                shares=tuple(matrix),
+                title=_l(lang, "share of gap time by cause", "按原因划分的间隙时间占比"),
+            ),
+        )
+        if causes
+        else (),
+    )
+
+
+def _dashboard_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+    d = analysis.dashboard
+    if d is None:
+        return Section(key="dashboard", title=TITLES["dashboard"][lang], unavailable=analysis.unavailable.get("dashboard", ""))
+    rows = tuple(
+        (
+            f"GPU {r['gpu']}",
+            fmt.percent(r["dashboard_util_share"]),
+            f"{fmt.percent(r['dashboard_min_share'])} – {fmt.percent(r['dashboard_max_share'])}",
+            fmt.percent(r["gr_active_share"]),
+            fmt.percent(r["sm_active_share"]),
+            fmt.percent(r["gap_share"]),
+        )
+        for r in d.per_gpu.sort("gpu").iter_rows(named=True)
+    )
+    table = Table(
+        columns=(
+            "GPU",
+            _l(lang, "NVML-style utilization", "NVML 口径利用率"),
+            _l(lang, "per-period range", "各采样周期范围"),
+            "GR Active",
+            "SM Active",
+            _l(lang, "gap share (timeline)", "间隙占比（时间线）"),
+        ),
+        rows=rows,
+        note=_l(lang, f"Sample period {fmt.duration(d.period_ns)}.", f"采样周期 {fmt.duration(d.period_ns)}。") + (f" {d.period_note}" if d.period_note else ""),
+    )
+    periods = d.periods.filter(pl.col("complete")).sort("gpu", "period_start_ns")
+    gpu_ids = sorted(periods["gpu"].unique().to_list())
+    series = SeriesView(
+        title=_l(lang, "NVML-style utilization per sample period", "每个采样周期的 NVML 口径利用率"),
+        y_label=_l(lang, "utilization", "利用率"),
+        gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
+        x_ns=tuple(tuple(int(v) for v in periods.filter(pl.col("gpu") == g)["period_start_ns"].to_list()) for g in gpu_ids),
+        y=tuple(tuple(round(float(v), 4) for v in periods.filter(pl.col("gpu") == g)["util_share"].to_list()) for g in gpu_ids),
+    )
+    para = _l(
+        lang,
+        "NVML's utilization is the share of each sample period with at least one kernel running, so its mean equals the "
+        "timeline's busy share; what a dashboard hides is where the gaps are (which GPUs idle together) and how busy the SMs are "
+        "inside a 'busy' period. Dashboard spread across GPUs "
+        f"{fmt.percent(d.dashboard_spread_share)}, per-period spread {fmt.percent(d.period_spread_share)}, "
+        f"while one GPU works and another idles {fmt.percent(d.timeline_spread_share)} of the common time.",
+        "NVML 利用率是每个采样周期中至少有一个内核在运行的时间比例，其均值等于时间线的忙碌占比；面板隐藏的是间隙出现在哪里（哪些卡同时空闲）"
+        f"以及“忙碌”周期内 SM 实际有多忙。各卡面板差异 {fmt.percent(d.dashboard_spread_share)}，逐周期差异 {fmt.percent(d.period_spread_share)}，"
+        f"而一张卡工作、另一张卡空闲的时间占共同时间的 {fmt.percent(d.timeline_spread_share)}。",
+    )
+    return Section(
+        key="dashboard",
+        title=TITLES["dashboard"][lang],
+        paragraphs=(para,),
+        tables=(table,),
+        series=(series,) if gpu_ids else (),
+    )
+
+
+def _balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+    imb = analysis.imbalance
+    if imb is None:
+        return Section(key="balance", title=TITLES["balance"][lang], unavailable=analysis.unavailable.get("imbalance", ""))
+    per = imb.per_gpu.sort("gpu")
+    rows = tuple(
+        (
+            f"GPU {r['gpu']}",
+            fmt.duration(r["busy_ns"]),
+            fmt.percent(r["busy_share"]),
+            fmt.duration(r["compute_ns"]),
+            fmt.duration(r["nccl_ns"]),
+            fmt.count(r["kernel_count"]),
+        )
+        for r in per.iter_rows(named=True)
+    )
+    tables = [
+        Table(
+            columns=("GPU", _l(lang, "busy", "忙碌"), _l(lang, "busy share", "忙碌占比"), _l(lang, "compute (non-NCCL)", "计算（非 NCCL）"), "NCCL", _l(lang, "kernels", "内核数")),
+            rows=rows,
+            note=_l(
+                lang,
+                f"Load-balance efficiency (mean/max): busy {fmt.percent(imb.busy_efficiency)}, compute {fmt.percent(imb.compute_efficiency)}; "
+                f"compute max/mean {fmt.ratio(imb.compute_max_over_mean)}.",
+                f"负载均衡效率（均值/最大值）：忙碌 {fmt.percent(imb.busy_efficiency)}，计算 {fmt.percent(imb.compute_efficiency)}；计算最大/均值 {fmt.ratio(imb.compute_max_over_mean)}。",
+            ),
+        )
+    ]
+    if imb.kernel_diff.height and imb.most_loaded_gpu is not None and imb.most_loaded_gpu != imb.least_loaded_gpu:
+        diff = imb.kernel_diff.sort("diff_ns", descending=True).head(KERNEL_DIFF_ROWS)
+        tables.append(
+            Table(
+                columns=(_l(lang, "kernel", "内核"), f"GPU {imb.most_loaded_gpu}", f"GPU {imb.least_loaded_gpu}", _l(lang, "difference", "差值"), _l(lang, "share of difference", "占差值比例")),
+                rows=tuple(
+                    (str(r["short_name"] or r["name"]), fmt.duration(r["most_ns"]), fmt.duration(r["least_ns"]), fmt.duration(r["diff_ns"]), fmt.percent(r["diff_share"]))
+                    for r in diff.iter_rows(named=True)
+                ),
+                note=_l(lang, "Kernels behind the compute difference between the most and the least loaded GPU.", "造成最忙与最闲两张卡之间计算时间差异的内核。"),
+            )
+        )
+    paragraphs = []
+    if imb.bubble_share is not None:
+        paragraphs.append(
+            _l(
+                lang,
+                f"Iterations found from {imb.iteration_source}: {imb.iteration_label}. Bubble share {fmt.percent(imb.bubble_share)} "
+                f"(fill {fmt.percent(imb.fill_share)}, drain {fmt.percent(imb.drain_share)}).",
+                f"迭代边界来自 {imb.iteration_source}：{imb.iteration_label}。气泡占比 {fmt.percent(imb.bubble_share)}（填充 {fmt.percent(imb.fill_share)}，排空 {fmt.percent(imb.drain_share)}）。",
+            )
+        )
+    elif imb.bubble_reason:
+        paragraphs.append(_l(lang, f"Pipeline bubbles: not applicable ({imb.bubble_reason}).", f"流水线气泡：不适用（{imb.bubble_reason}）。"))
+    drift = imb.drift.sort("gpu", "window")
+    gpu_ids = sorted(drift["gpu"].unique().to_list()) if drift.height else []
+    series = SeriesView(
+        title=_l(lang, f"busy share per time window ({analysis.settings.drift_windows} windows)", f"每个时间窗的忙碌占比（{analysis.settings.drift_windows} 个时间窗）"),
+        y_label=_l(lang, "busy share", "忙碌占比"),
+        gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
+        x_ns=tuple(tuple(int(v) for v in drift.filter(pl.col("gpu") == g)["start_ns"].to_list()) for g in gpu_ids),
+        y=tuple(tuple(None if v is None else round(float(v), 4) for v in drift.filter(pl.col("gpu") == g)["busy_share"].to_list()) for g in gpu_ids),
+    )
+    return Section(
+        key="balance",
+        title=TITLES["balance"][lang],
+        paragraphs=tuple(paragraphs),
+        tables=tuple(tables),
+        series=(series,) if gpu_ids else (),
+    )
+
+
+def _communication_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+    n = analysis.nccl
+    if n is None or n.nccl_kernels == 0:
+        reason = analysis.unavailable.get("nccl") or _l(lang, "no NCCL kernels in this trace", "此时间线中没有 NCCL 内核")
+        return Section(key="communication", title=TITLES["communication"][lang], unavailable=reason)
+    rows = tuple(
+        (
+            f"GPU {r['gpu']}",
+            fmt.count(r["nccl_kernels"]),
+            fmt.duration(r["nccl_ns"]),
+            fmt.percent(r["nccl_busy_share"]),
+            fmt.percent(r["nccl_window_share"]),
+            fmt.percent(r["overlap_share"]),
+            fmt.duration(r["wait_ns"]),
+        )
+        for r in n.per_gpu.sort("gpu").iter_rows(named=True)
+    )
+    table = Table(
+        columns=("GPU", _l(lang, "NCCL kernels", "NCCL 内核数"), _l(lang, "NCCL time", "NCCL 时间"), _l(lang, "of busy", "占忙碌"), _l(lang, "of window", "占时间窗"), _l(lang, "overlapped with compute", "与计算重叠"), _l(lang, "estimated wait", "估计等待")),
+        rows=rows,
+    )
+    coll = n.per_collective.group_by("collective").agg(pl.col("nccl_kernels").sum(), pl.col("nccl_ns").sum(), pl.col("wait_ns").sum()).sort("nccl_ns", descending=True)
+    coll_table = Table(
+        columns=(_l(lang, "collective", "集合通信"), _l(lang, "kernels", "内核数"), _l(lang, "time", "时间"), _l(lang, "estimated wait", "估计等待")),
+        rows=tuple((str(r["collective"]), fmt.count(r["nccl_kernels"]), fmt.duration(r["nccl_ns"]), fmt.duration(r["wait_ns"])) for r in coll.iter_rows(named=True)),
+    )
+    para = _l(
+        lang,
+        f"{fmt.count(n.matched_instances)} collective instances matched across GPUs ({fmt.count(n.unmatched_kernels)} kernels unmatched); "
+        f"start skew median {fmt.duration(n.skew_median_ns)}, p99 {fmt.duration(n.skew_p99_ns)}; estimated wait {fmt.percent(n.wait_share)} of NCCL time.",
+        f"跨卡匹配了 {fmt.count(n.matched_instances)} 次集合通信（{fmt.count(n.unmatched_kernels)} 个内核未匹配）；启动偏差中位数 {fmt.duration(n.skew_median_ns)}，p99 {fmt.duration(n.skew_p99_ns)}；估计等待占 NCCL 时间的 {fmt.percent(n.wait_share)}。",
+    )
+    return Section(key="communication", title=TITLES["communication"][lang], paragraphs=(para,), tables=(table, coll_table))
+
+
+def _bound_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+    b = analysis.bound
+    if b is None:
+        return Section(key="bound", title=TITLES["bound"][lang], unavailable=analysis.unavailable.get("bound", ""))
+    per = b.per_gpu.sort("gpu")
+    classes = [c[: -len("_share")] for c in per.columns if c.endswith("_share")]
+    shares = tuple(tuple(round(float(r[f"{c}_share"] or 0), 4) for c in classes) for r in per.iter_rows(named=True))
+    return Section(
+        key="bound",
+        title=TITLES["bound"][lang],
+        paragraphs=(
+            _l(
+                lang,
+                f"Kernel time split by Nsight Compute's speed-of-light class ({analysis.ncu_path}); 'unjoined' kernels had no Nsight Compute data and are counted, not guessed.",
+                f"按 Nsight Compute SOL 分类划分的内核时间（{analysis.ncu_path}）；“unjoined” 表示该内核没有 Nsight Compute 数据，单独计数而不推测。",
+            ),
+        ),
+        stacked=(
+            StackedSharesView(
+                gpu_labels=tuple(f"GPU {g}" for g in per["gpu"].to_list()),
+                categories=tuple(classes),
+                shares=shares,
+                title=_l(lang, "share of kernel time by class", "按类别划分的内核时间占比"),
+            ),
+        ),
+    )
+
+
+def _contention_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+    c = analysis.contention
+    if c is None or not c.available:
+        return Section(key="contention", title=TITLES["contention"][lang], unavailable=analysis.unavailable.get("contention", ""))
+    series = []
+    for key, title_en, title_zh, ylab in (
+        ("gpc_clock", "GPC clock (MHz)", "GPC 时钟（MHz）", "MHz"),
+        ("sm_active", "SM Active (%)", "SM Active（%）", "%"),
+        ("dram_read", "DRAM read throughput (% of peak)", "显存读带宽（峰值百分比）", "%"),
+    ):
+        rows = c.series.filter(pl.col("key") == key).sort("gpu", "bin_start_ns")
+        if rows.is_empty():
+            continue
+        gpu_ids = sorted(rows["gpu"].unique().to_list())
+        series.append(
+            SeriesView(
+                title=_l(lang, title_en, title_zh),
+                y_label=ylab,
+                gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
+                x_ns=tuple(tuple(int(v) for v in rows.filter(pl.col("gpu") == g)["bin_start_ns"].to_list()) for g in gpu_ids),
+                y=tuple(tuple(None if v is None else round(float(v), 2) for v in rows.filter(pl.col("gpu") == g)["value"].to_list()) for g in gpu_ids),
+            )
+        )
+    clocks = c.clocks.sort("gpu")
+    table = Table(
+        columns=("GPU", _l(lang, "reference clock", "参考时钟"), _l(lang, "busy clock mean", "忙碌时平均时钟"), _l(lang, "busy clock min", "忙碌时最低时钟"), _l(lang, "busy time with a drop", "降频的忙碌时间")),
+        rows=tuple(
+            (
+                f"GPU {r['gpu']}",
+                "n/a" if r["reference_clock_mhz"] is None else f"{r['reference_clock_mhz']:.0f} MHz",
+                "n/a" if r["busy_clock_mean_mhz"] is None else f"{r['busy_clock_mean_mhz']:.0f} MHz",
+                "n/a" if r["busy_clock_min_mhz"] is None else f"{r['busy_clock_min_mhz']:.0f} MHz",
+                fmt.percent(r["drop_busy_share"]),
+            )
+            for r in clocks.iter_rows(named=True)
+        ),
+        note=_l(lang, f"A drop is a GPC clock more than {fmt.percent(c.clock_drop_share, 0)} below the reference while the GPU is busy.", f"降频指 GPU 忙碌时 GPC 时钟比参考值低 {fmt.percent(c.clock_drop_share, 0)} 以上。"),
+    )
+    return Section(key="contention", title=TITLES["contention"][lang], tables=(table,), series=tuple(series))
+
+
+def _flatten(prefix: str, value: Any) -> list[tuple[str, str]]:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: list[tuple[str, str]] = []
+        for f in dataclasses.fields(value):
+            out += _flatten(f"{prefix}{f.name}.", getattr(value, f.name))
+        return out
+    return [(prefix.rstrip("."), "—" if value is None else str(value))]
+
+
+def _appendix(analysis: Analysis, lang: Lang) -> AppendixView:
+    src = analysis.trace.sources
+    inputs = Table(
+        columns=(_l(lang, "file", "文件"), _l(lang, "export version", "导出版本"), _l(lang, "host", "主机"), _l(lang, "UTC session start (ns)", "UTC 会话起点（ns）"), _l(lang, "offset applied", "时间偏移")),
+        rows=tuple(
+            (
+                str(r["path"]),
+                f"{r['export_version']}" + (f" (schema {r['schema_version']})" if r["schema_version"] else ""),
+                str(r["host"] or "—"),
+                str(r["utc_start_ns"] or "—"),
+                fmt.duration(r["offset_ns"]),
+            )
+            for r in src.iter_rows(named=True)
+        ),
+    )
+    settings_rows = _flatten("", analysis.settings)
+    if analysis.ncu_path:
+        settings_rows.append(("ncu_csv", str(analysis.ncu_path)))
+    notes = list(analysis.trace.notes)
+    if analysis.dashboard and analysis.dashboard.period_note:
+        notes.append(analysis.dashboard.period_note)
+    notes.append(PLOTLY_NOTE[lang])
+    missing = list(analysis.trace.capabilities.missing)
+    missing += [f"{k}: {v}" for k, v in analysis.unavailable.items() if v not in missing]
+    return AppendixView(
+        tool_version=f"nsysan {__version__}",
+        inputs=inputs,
+        settings=Table(columns=(_l(lang, "setting", "设置"), _l(lang, "value", "值")), rows=tuple(settings_rows)),
+        missing=tuple(dict.fromkeys(missing)),
+        notes=tuple(notes),
+    )
