@@ -51,6 +51,7 @@ class Facts:
     drift_spread_max: float | None = None
     drift_spread_min: float | None = None
     leader_changes: int = 0
+    busy_trend: tuple[float, ...] = ()  # per GPU: fitted change of busy share over the capture
     bubble_share: float | None = None
     fill_share_per_gpu: tuple[float, ...] = ()
     drain_share_per_gpu: tuple[float, ...] = ()
@@ -203,6 +204,8 @@ def _imbalance_facts(analysis: Analysis) -> dict[str, object]:
         "bubble_share": imb.bubble_share,
         "iteration_source": imb.iteration_source,
     }
+    if "busy_share_trend" in imb.per_gpu.columns:
+        out["busy_trend"] = tuple(float(v or 0) for v in imb.per_gpu.sort("gpu")["busy_share_trend"].to_list())
     if imb.drift_windows.height:
         out["drift_spread_min"] = float(imb.drift_windows["spread_share"].min())  # type: ignore[arg-type]
     if imb.kernel_diff.height:
