@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from statistics import mean
 
-from nsysan.diagnose.facts import Facts
+from nsysan.diagnose.facts import Facts  # noqa: F401  (re-exported for tests)
 from nsysan.diagnose.findings import EvidenceItem, Finding
 from nsysan.report.fmt import duration, percent, ratio
 
