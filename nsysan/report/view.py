@@ -283,7 +283,7 @@ def _timeline_section(analysis: Analysis, labels: dict[int, str], lang: Lang) ->
         gaps=gaps,
         note=note,
     )
-    return Section(key="timeline", title=TITLES["timeline"][lang], timeline=timeline, paragraphs=(note,))
+    return Section(key="timeline", title=TITLES["timeline"][lang], timeline=timeline)
 
 
 def _gaps_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
@@ -371,6 +371,7 @@ def _stagger_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
             values=tuple(tuple(row) for row in values),
             title=_l(lang, "stagger score per GPU pair (−1 aligned, 0 independent, +1 staggered)", "逐对错开分数（−1 对齐，0 独立，+1 错开）"),
             value_label=_l(lang, "stagger score", "错开分数"),
+            center=0.0,
         ),
     )
 

@@ -43,6 +43,7 @@ class Table:
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     note: str = ""
+    title: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class MatrixView:
     values: tuple[tuple[float | None, ...], ...]
     title: str
     value_label: str
+    center: float | None = None  # midpoint of a diverging colour scale, if any
 
 
 @dataclass(frozen=True)
