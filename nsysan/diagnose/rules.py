@@ -91,7 +91,7 @@ def false_balance(f: Facts) -> Finding | None:
         return None
     shown = [g for g in f.gr_active_share if g is not None]
     dash = tuple(shown) if len(shown) == f.gpu_count else f.dashboard_share
-    dash_name = "GR Active (GPU metrics)" if len(shown) == f.gpu_count else "NVML-style utilization"
+    dash_name = "GR Active from GPU metrics" if len(shown) == f.gpu_count else "NVML-style utilization"
     host = f.host_share or 0.0
     host_text_en = ""
     host_text_zh = ""
@@ -100,7 +100,7 @@ def false_balance(f: Facts) -> Finding | None:
         if f.gil_share:
             detail.append(f"GIL-signature waits {percent(f.gil_share, 0)}")
         if f.top_nvtx:
-            detail.append("NVTX " + ", ".join(t for t, _ in f.top_nvtx[:2]))
+            detail.append("NVTX " + ", ".join(f"{t} {percent(sh, 0)}" for t, sh in f.top_nvtx[:2]))
         extra = f" ({'; '.join(detail)})" if detail else ""
         host_text_en = f", and {percent(host, 0)} of gap time is host-side{extra} — throughput is limited by the CPU, not the GPUs"
         host_text_zh = f"，且 {percent(host, 0)} 的间隙时间发生在主机侧{extra}——吞吐受限于 CPU，而不是 GPU"

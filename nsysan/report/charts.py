@@ -202,15 +202,23 @@ def matrix_chart(view: MatrixView, div_id: str, lang: str = "en") -> str:
     z = [[_round(v, 3) for v in row] for row in view.values]
     text = [["–" if v is None else f"{v:.2f}" for v in row] for row in view.values]
     present = [v for row in view.values for v in row if v is not None]
-    low = min(0.0, min(present, default=0.0))
-    high = max(present, default=1.0)
+    center = getattr(view, "center", None)
+    scale = [list(stop) for stop in MATRIX_SCALE]
+    if center is not None:
+        # Diverging around the centre (e.g. stagger score: -1 aligned .. +1 staggered).
+        reach = max([abs(v - center) for v in present] + [1e-9])
+        low, high = center - reach, center + reach
+        scale = [[0.0, "#2166ac"], [0.5, "#f7f7f7"], [1.0, "#b2182b"]]
+    else:
+        low = min(0.0, min(present, default=0.0))
+        high = max(present, default=1.0)
     fig = go.Figure(
         go.Heatmap(
             z=z, x=list(range(n)), y=list(range(n)), text=text, texttemplate="%{text}",
             customdata=[[[labels[i], labels[j]] for j in range(n)] for i in range(n)],
             textfont={"size": 12},
             zmin=low, zmax=high if high > low else low + 1,
-            colorscale=[list(stop) for stop in MATRIX_SCALE],
+            colorscale=scale,
             hoverongaps=False, xgap=2, ygap=2,
             colorbar={"title": {"text": _text(view.value_label), "side": "right"},
                       "thickness": 12, "outlinewidth": 0},
