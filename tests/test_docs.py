@@ -18,11 +18,11 @@ DOCS = REPO / "docs"
 def render_cli_reference() -> str:
     """docs/cli.md as generated from the click commands."""
     out = ["# Command line", "", "Generated from the commands' help texts; `NSYSAN_UPDATE_DOCS=1 pytest tests/test_docs.py` rewrites it.", ""]
-    root = click.Context(cli, info_name="nsysan", terminal_width=100)
+    root = click.Context(cli, info_name="nsysan", terminal_width=100, help_option_names=["-h", "--help"])
     out += ["```", cli.get_help(root), "```", ""]
     for name in sorted(cli.commands):
         cmd = cli.commands[name]
-        ctx = click.Context(cmd, info_name=name, parent=root, terminal_width=100)
+        ctx = click.Context(cmd, info_name=name, parent=root, terminal_width=100, help_option_names=["-h", "--help"])
         out += [f"## nsysan {name}", "", "```", cmd.get_help(ctx), "```", ""]
     return "\n".join(out)
 
