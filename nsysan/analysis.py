@@ -59,16 +59,33 @@ class Analysis:
     def results(self) -> dict[str, object]:
         """The analysis results by name (``None`` for unavailable ones)."""
         skip = {"trace", "settings", "unavailable", "ncu_path"}
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
+        return {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip
+        }
 
 
-def analyze(trace: Trace, settings: Settings | None = None, ncu: pl.DataFrame | None = None, ncu_path: Path | None = None) -> Analysis:
+def analyze(
+    trace: Trace,
+    settings: Settings | None = None,
+    ncu: pl.DataFrame | None = None,
+    ncu_path: Path | None = None,
+) -> Analysis:
     """Every analysis of ``trace``; ``ncu`` is a :func:`nsysan.ingest.ncu.read_ncu_csv` table."""
     settings = settings or Settings()
     unavailable: dict[str, str] = {}
     if trace.kernels.is_empty():
         reason = trace.capabilities.missing[0] if trace.capabilities.missing else NO_GPU_WORK
-        for name in ("busy", "gaps", "stagger", "imbalance", "nccl", "host", "dashboard", "contention", "bound"):
+        for name in (
+            "busy",
+            "gaps",
+            "stagger",
+            "imbalance",
+            "nccl",
+            "host",
+            "dashboard",
+            "contention",
+            "bound",
+        ):
             unavailable[name] = reason
         return Analysis(
             trace=trace,

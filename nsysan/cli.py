@@ -19,9 +19,7 @@ from nsysan.errors import NsysanError
 
 EXIT_OK, EXIT_INPUT_ERROR, EXIT_USAGE = 0, 1, 2
 
-trace_paths = click.argument(
-    "traces", nargs=-1, required=True, type=click.Path(path_type=Path)
-)
+trace_paths = click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 
 
 def _json_default(value: Any) -> Any:
@@ -108,17 +106,30 @@ def analysis_options(func: Any) -> Any:
             help="Measure each GPU from its first to last kernel, or all GPUs over one "
             "common window. --start/--end or --nvtx-range override it.",
         ),
-        click.option("--start", type=DURATION, help="Window start on the trace timeline (e.g. 2.5s)."),
+        click.option(
+            "--start", type=DURATION, help="Window start on the trace timeline (e.g. 2.5s)."
+        ),
         click.option("--end", type=DURATION, help="Window end on the trace timeline."),
         click.option("--nvtx-range", help="Window = span of the NVTX ranges with this exact text."),
         click.option(
-            "--skip-warmup", type=DURATION, default=0, help="Leave out this much time at the start of each window."
+            "--skip-warmup",
+            type=DURATION,
+            default=0,
+            help="Leave out this much time at the start of each window.",
         ),
         click.option(
-            "--drift-windows", type=click.IntRange(min=20), default=20, show_default=True,
+            "--drift-windows",
+            type=click.IntRange(min=20),
+            default=20,
+            show_default=True,
             help="Number of equal windows for the load-drift series.",
         ),
-        click.option("--ncu", "ncu_csv", type=click.Path(path_type=Path), help="Nsight Compute CSV (--page raw or details) of the same program."),
+        click.option(
+            "--ncu",
+            "ncu_csv",
+            type=click.Path(path_type=Path),
+            help="Nsight Compute CSV (--page raw or details) of the same program.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -159,8 +170,12 @@ def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) 
 @cli.command()
 @trace_paths
 @analysis_options
-@click.option("--json", "as_json", is_flag=True, help="Print every result as JSON (docs/json-schema.md).")
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the JSON to this file instead.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print every result as JSON (docs/json-schema.md)."
+)
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), help="Write the JSON to this file instead."
+)
 @click.option(
     "--detail",
     type=click.Choice(["summary", "full"]),
@@ -201,9 +216,25 @@ def _default_report_path(traces: tuple[Path, ...]) -> Path:
 @cli.command()
 @trace_paths
 @analysis_options
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="HTML file to write (default: <trace>-report.html).")
-@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True, help="Report language.")
-@click.option("--json", "json_path", type=click.Path(path_type=Path), help="Also write the analysis JSON here.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="HTML file to write (default: <trace>-report.html).",
+)
+@click.option(
+    "--lang",
+    type=click.Choice(["en", "zh"]),
+    default="en",
+    show_default=True,
+    help="Report language.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(path_type=Path),
+    help="Also write the analysis JSON here.",
+)
 def report(
     traces: tuple[Path, ...],
     ncu_csv: Path | None,
@@ -226,22 +257,46 @@ def report(
 
 
 @cli.command()
-@click.argument("scenario", type=click.Choice(list(__import__("nsysan.simulate", fromlist=["SCENARIOS"]).SCENARIOS)))
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="SQLite export to write.")
+@click.argument(
+    "scenario",
+    type=click.Choice(list(__import__("nsysan.simulate", fromlist=["SCENARIOS"]).SCENARIOS)),
+)
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), required=True, help="SQLite export to write."
+)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True, help="Multiplies the trace's length.")
-@click.option("--hostile-names", is_flag=True, help="Put <script> into a kernel name and an NVTX range (escaping tests).")
+@click.option(
+    "--scale",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Multiplies the trace's length.",
+)
+@click.option(
+    "--hostile-names",
+    is_flag=True,
+    help="Put <script> into a kernel name and an NVTX range (escaping tests).",
+)
 def simulate(scenario: str, output: Path, seed: int, scale: float, hostile_names: bool) -> None:
     """Write a synthetic Nsight Systems export of SCENARIO with known ground truth."""
     from nsysan.simulate import generate
 
     truth = generate(scenario, output, seed=seed, scale=scale, hostile_names=hostile_names)
-    click.echo(f"wrote {output}" + (f" and {output.parent / truth.ncu_csv}" if truth.ncu_csv else ""))
+    click.echo(
+        f"wrote {output}" + (f" and {output.parent / truth.ncu_csv}" if truth.ncu_csv else "")
+    )
     click.echo(f"intended top finding: {truth.top_finding or 'none (healthy control)'}")
 
 
 @cli.command()
-@click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=Path("nsysan-demo"), show_default=True)
+@click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("nsysan-demo"),
+    show_default=True,
+)
 @click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
 def demo(out_dir: Path, lang: str) -> None:
     """Generate the seed chapter's case study (4×A100, false balance) and write its report."""

@@ -23,9 +23,13 @@ def load_document(path: Path) -> dict[str, Any]:
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise NsysanError(f"{path}: not an nsysan analysis JSON ({exc})", slug="settings") from None
+            raise NsysanError(
+                f"{path}: not an nsysan analysis JSON ({exc})", slug="settings"
+            ) from None
         if not isinstance(doc, dict) or "results" not in doc:
-            raise NsysanError(f"{path}: not an nsysan analysis JSON (no 'results')", slug="settings")
+            raise NsysanError(
+                f"{path}: not an nsysan analysis JSON (no 'results')", slug="settings"
+            )
         return doc
     from nsysan.analysis import analyze
     from nsysan.ingest import load_trace
@@ -60,8 +64,12 @@ def compare_documents(before: dict[str, Any], after: dict[str, Any]) -> dict[str
     after_ids = {f["rule_id"] for f in after.get("findings", [])}
     return {
         "gpus": rows,
-        "mean_gap_share_before": _mean([r["gap_share_before"] for r in rows if r["gap_share_before"] is not None]),
-        "mean_gap_share_after": _mean([r["gap_share_after"] for r in rows if r["gap_share_after"] is not None]),
+        "mean_gap_share_before": _mean(
+            [r["gap_share_before"] for r in rows if r["gap_share_before"] is not None]
+        ),
+        "mean_gap_share_after": _mean(
+            [r["gap_share_after"] for r in rows if r["gap_share_after"] is not None]
+        ),
         "resolved_findings": sorted(before_ids - after_ids),
         "new_findings": sorted(after_ids - before_ids),
         "remaining_findings": sorted(before_ids & after_ids),

@@ -36,7 +36,9 @@ def _gpu_rows(trace: model.Trace) -> list[dict[str, Any]]:
         pl.col("end_ns").max().alias("last_ns"),
     )
     procs = (
-        pl.concat([trace.table(t).select("gpu", "source", "pid") for t in ("kernels", "memcpy", "memset")])
+        pl.concat(
+            [trace.table(t).select("gpu", "source", "pid") for t in ("kernels", "memcpy", "memset")]
+        )
         .unique()
         .group_by("gpu")
         .agg(pl.col("pid").sort().alias("pids"))
@@ -85,7 +87,11 @@ def summarize(trace: model.Trace) -> dict[str, Any]:
         "sources": trace.sources.to_dicts(),
         "gpus": _gpu_rows(trace),
         "processes_with_gpu_work": _process_rows(trace),
-        "span_ns": {"start": start, "end": end, "duration": (end - start) if start is not None and end is not None else None},
+        "span_ns": {
+            "start": start,
+            "end": end,
+            "duration": (end - start) if start is not None and end is not None else None,
+        },
         "counts": counts,
         "kernel_launch_calls": launches,
         "missing": list(trace.capabilities.missing),
@@ -111,7 +117,9 @@ def render_text(summary: dict[str, Any]) -> str:
         if s["host"]:
             lines.append(f"  host: {s['host']}")
         if len(summary["sources"]) > 1:
-            lines.append(f"  UTC session start: {s['utc_start_ns']} ns (offset {s['offset_ns']} ns)")
+            lines.append(
+                f"  UTC session start: {s['utc_start_ns']} ns (offset {s['offset_ns']} ns)"
+            )
     span = summary["span_ns"]
     lines.append(
         f"time span: {_seconds(span['start'])} .. {_seconds(span['end'])} "

@@ -45,8 +45,15 @@ BIN_NS = 25_000_000  # 6 s of trace in 25 ms bins
 T0_NS = 1_700_000_000_000_000_000
 
 SECTION_KEYS = (
-    "gpus", "timeline", "gaps", "stagger", "host", "communication", "bound",
-    "contention", "pipeline",
+    "gpus",
+    "timeline",
+    "gaps",
+    "stagger",
+    "host",
+    "communication",
+    "bound",
+    "contention",
+    "pipeline",
 )
 SECTION_ROWS = {"gpus": N_GPUS}  # rows of the first table of a section
 CHART_COUNT = 8  # timeline, histogram, matrix, 3 stacked, 2 series
@@ -65,16 +72,29 @@ def sample_view(hostile: bool = False, lang: Literal["en", "zh"] = "en") -> Repo
     busy = (0.65, 0.66, 0.64, 0.65)
     gap_share = tuple(1 - b for b in busy)
     per_gpu = Table(
-        columns=("GPU", "dashboard util.", "busy share", "gap share", "gaps", "longest gap",
-                 "window"),
+        columns=(
+            "GPU",
+            "dashboard util.",
+            "busy share",
+            "gap share",
+            "gaps",
+            "longest gap",
+            "window",
+        ),
         rows=tuple(
-            (gpus[i], fmt.percent(0.87 + 0.01 * (i % 3)), fmt.percent(busy[i]),
-             fmt.percent(gap_share[i]), fmt.count(41_200 + 317 * i),
-             fmt.duration(118_000_000 + 9_000_000 * i), fmt.duration(6_000_000_000))
+            (
+                gpus[i],
+                fmt.percent(0.87 + 0.01 * (i % 3)),
+                fmt.percent(busy[i]),
+                fmt.percent(gap_share[i]),
+                fmt.count(41_200 + 317 * i),
+                fmt.duration(118_000_000 + 9_000_000 * i),
+                fmt.duration(6_000_000_000),
+            )
             for i in range(N_GPUS)
         ),
         note="Dashboard utilization = share of 100 ms samples with any kernel running "
-             "(what nvidia-smi shows).",
+        "(what nvidia-smi shows).",
     )
 
     timeline, gaps = _timeline(gpus)
@@ -82,8 +102,9 @@ def sample_view(hostile: bool = False, lang: Literal["en", "zh"] = "en") -> Repo
         Section(
             key="gpus",
             title="Per-GPU summary",
-            paragraphs=("The dashboard view is balanced and high on every GPU; the timeline "
-                        "view is not.",),
+            paragraphs=(
+                "The dashboard view is balanced and high on every GPU; the timeline view is not.",
+            ),
             tables=(per_gpu,),
         ),
         Section(
@@ -97,7 +118,7 @@ def sample_view(hostile: bool = False, lang: Literal["en", "zh"] = "en") -> Repo
                 busy_share=timeline,
                 gaps=gaps,
                 note=f"1,482,113 kernels aggregated into {N_BINS} bins of "
-                     f"{fmt.duration(BIN_NS)} each; the longest {len(gaps)} gaps drawn.",
+                f"{fmt.duration(BIN_NS)} each; the longest {len(gaps)} gaps drawn.",
             ),
         ),
         Section(
@@ -105,26 +126,46 @@ def sample_view(hostile: bool = False, lang: Literal["en", "zh"] = "en") -> Repo
             title="Gap-size distribution",
             paragraphs=("Most gap time is in gaps of 10–100 ms: far above launch latency.",),
             histogram=HistogramView(
-                bucket_labels=("<10 µs", "10–100 µs", "100 µs–1 ms", "1–10 ms", "10–100 ms",
-                               "≥100 ms"),
+                bucket_labels=(
+                    "<10 µs",
+                    "10–100 µs",
+                    "100 µs–1 ms",
+                    "1–10 ms",
+                    "10–100 ms",
+                    "≥100 ms",
+                ),
                 gpu_labels=gpus,
-                counts=tuple((31_000 + 50 * i, 6_100, 2_400, 1_200, 480, 6 + i)
-                             for i in range(N_GPUS)),
-                time_ns=tuple((95_000_000, 210_000_000, 640_000_000, 1_900_000_000 + i * 1e7,
-                               3_100_000_000, 860_000_000) for i in range(N_GPUS)),
+                counts=tuple(
+                    (31_000 + 50 * i, 6_100, 2_400, 1_200, 480, 6 + i) for i in range(N_GPUS)
+                ),
+                time_ns=tuple(
+                    (
+                        95_000_000,
+                        210_000_000,
+                        640_000_000,
+                        1_900_000_000 + i * 1e7,
+                        3_100_000_000,
+                        860_000_000,
+                    )
+                    for i in range(N_GPUS)
+                ),
             ),
         ),
         Section(
             key="stagger",
             title="Stagger between GPUs",
-            paragraphs=("GPUs are idle together far less often than independence predicts: "
-                        "their gaps avoid each other (staggered), which points to "
-                        "per-process host-side stalls.",),
+            paragraphs=(
+                "GPUs are idle together far less often than independence predicts: "
+                "their gaps avoid each other (staggered), which points to "
+                "per-process host-side stalls.",
+            ),
             matrix=MatrixView(
                 labels=gpus,
                 values=tuple(
-                    tuple(None if i == j else round(0.42 + 0.03 * ((i + j) % 3), 2)
-                          for j in range(N_GPUS))
+                    tuple(
+                        None if i == j else round(0.42 + 0.03 * ((i + j) % 3), 2)
+                        for j in range(N_GPUS)
+                    )
                     for i in range(N_GPUS)
                 ),
                 title="Observed / expected co-idle time",
@@ -138,27 +179,39 @@ def sample_view(hostile: bool = False, lang: Literal["en", "zh"] = "en") -> Repo
             stacked=(
                 StackedSharesView(
                     gpu_labels=gpus,
-                    categories=(f"NVTX: {nvtx_tokenize}", "NVTX: sampling",
-                                "blocking OS call (GIL/queue)", "late launch", "CUDA sync",
-                                "GPU-side wait", "unattributed"),
-                    shares=tuple((0.31 - 0.01 * i, 0.22, 0.18 + 0.01 * i, 0.12, 0.05, 0.04, 0.08)
-                                 for i in range(N_GPUS)),
+                    categories=(
+                        f"NVTX: {nvtx_tokenize}",
+                        "NVTX: sampling",
+                        "blocking OS call (GIL/queue)",
+                        "late launch",
+                        "CUDA sync",
+                        "GPU-side wait",
+                        "unattributed",
+                    ),
+                    shares=tuple(
+                        (0.31 - 0.01 * i, 0.22, 0.18 + 0.01 * i, 0.12, 0.05, 0.04, 0.08)
+                        for i in range(N_GPUS)
+                    ),
                     title="Gap time by host-side cause",
                 ),
             ),
             tables=(
                 Table(
                     columns=("NVTX range", "gap time inside", "share of gap time"),
-                    rows=((nvtx_tokenize, "1.92 s", "30.5%"), ("sampling", "1.38 s", "22.0%"),
-                          ("detokenize", "0.21 s", "3.3%")),
+                    rows=(
+                        (nvtx_tokenize, "1.92 s", "30.5%"),
+                        ("sampling", "1.38 s", "22.0%"),
+                        ("detokenize", "0.21 s", "3.3%"),
+                    ),
                 ),
             ),
         ),
         Section(
             key="communication",
             title="Communication",
-            paragraphs=("NCCL kernels take a small share of busy time; little of it overlaps "
-                        "compute.",),
+            paragraphs=(
+                "NCCL kernels take a small share of busy time; little of it overlaps compute.",
+            ),
             stacked=(
                 StackedSharesView(
                     gpu_labels=gpus,
@@ -169,10 +222,11 @@ def sample_view(hostile: bool = False, lang: Literal["en", "zh"] = "en") -> Repo
             ),
             tables=(
                 Table(
-                    columns=("collective", "calls", "time", "skew p50", "skew p99",
-                             "est. wait"),
-                    rows=(("AllReduce", "1,204", "152 ms", "84.0 µs", "2.10 ms", "31.2 ms"),
-                          ("AllGather", "301", "44.1 ms", "60.2 µs", "1.30 ms", "6.40 ms")),
+                    columns=("collective", "calls", "time", "skew p50", "skew p99", "est. wait"),
+                    rows=(
+                        ("AllReduce", "1,204", "152 ms", "84.0 µs", "2.10 ms", "31.2 ms"),
+                        ("AllGather", "301", "44.1 ms", "60.2 µs", "1.30 ms", "6.40 ms"),
+                    ),
                 ),
             ),
         ),
@@ -190,9 +244,11 @@ def sample_view(hostile: bool = False, lang: Literal["en", "zh"] = "en") -> Repo
             tables=(
                 Table(
                     columns=("kernel", "class", "memory SOL", "compute SOL", "GPU time"),
-                    rows=((kernel, "compute", "41.0%", "88.2%", "1.21 s"),
-                          ("flash_fwd_kernel", "memory", "86.5%", "52.1%", "0.94 s"),
-                          ("rms_norm_kernel", "memory", "91.0%", "12.4%", "0.31 s")),
+                    rows=(
+                        (kernel, "compute", "41.0%", "88.2%", "1.21 s"),
+                        ("flash_fwd_kernel", "memory", "86.5%", "52.1%", "0.94 s"),
+                        ("rms_norm_kernel", "memory", "91.0%", "12.4%", "0.31 s"),
+                    ),
                     note="Classes from Nsight Compute (SOLBottleneck rule).",
                 ),
             ),
@@ -202,8 +258,12 @@ def sample_view(hostile: bool = False, lang: Literal["en", "zh"] = "en") -> Repo
             title="Contention signals",
             series=(
                 _series(gpus, "SM clock", "MHz", lambda i, k: 1410 - (i == 2) * 150 * (k > 30)),
-                _series(gpus, "Busy share per 250 ms window", "busy share",
-                        lambda i, k: round(0.65 + 0.05 * math.sin((k + 6 * i) / 3), 3)),
+                _series(
+                    gpus,
+                    "Busy share per 250 ms window",
+                    "busy share",
+                    lambda i, k: round(0.65 + 0.05 * math.sin((k + 6 * i) / 3), 3),
+                ),
             ),
         ),
         Section(
@@ -219,7 +279,7 @@ def sample_view(hostile: bool = False, lang: Literal["en", "zh"] = "en") -> Repo
             severity="critical",
             title="False balance: busy on the dashboard, idle on the timeline",
             claim="Every GPU shows 87–89% utilization on the dashboard, yet 34–36% of each "
-                  "GPU's window is gaps, staggered across GPUs.",
+            "GPU's window is gaps, staggered across GPUs.",
             cause_category="4.4 resource contention: CPU-side scheduling",
             evidence=(
                 Evidence("dashboard utilization, mean", "88.0%", "docs/metrics/dashboard.md"),
@@ -228,18 +288,17 @@ def sample_view(hostile: bool = False, lang: Literal["en", "zh"] = "en") -> Repo
                 Evidence("co-idle observed / expected", "0.45", "docs/metrics/stagger.md"),
             ),
             recommendation="Move tokenization and sampling out of the Python process that "
-                           "feeds each GPU (C++/Rust tokenizer, more CPU cores per rank).",
+            "feeds each GPU (C++/Rust tokenizer, more CPU cores per rank).",
         ),
         FindingView(
             rule_id="host-bound-gaps",
             severity="warning",
             title="Gap time is spent in tokenizer and sampling",
             claim=f"53% of gap time falls inside the NVTX ranges '{nvtx_tokenize}' and "
-                  "'sampling'; 18% in blocking OS calls (a GIL signature).",
+            "'sampling'; 18% in blocking OS calls (a GIL signature).",
             cause_category="4.4 resource contention: CPU-side scheduling",
             evidence=(
-                Evidence(f"gap time in NVTX '{nvtx_tokenize}'", "30.5%",
-                         "docs/metrics/host.md"),
+                Evidence(f"gap time in NVTX '{nvtx_tokenize}'", "30.5%", "docs/metrics/host.md"),
                 Evidence("gap time in blocking OS calls", "18.7%", "docs/metrics/host.md"),
             ),
             recommendation="Profile the tokenizer and sampler; run them off the GIL.",
@@ -250,45 +309,71 @@ def sample_view(hostile: bool = False, lang: Literal["en", "zh"] = "en") -> Repo
             title="Memory-bound kernels dominate kernel time",
             claim=f"46% of kernel time is memory-bound; the top compute kernel is {kernel}.",
             cause_category="4.4 resource contention: memory bandwidth",
-            evidence=(Evidence("memory-bound share of kernel time", "46.0%",
-                               "docs/metrics/bound.md"),),
+            evidence=(
+                Evidence("memory-bound share of kernel time", "46.0%", "docs/metrics/bound.md"),
+            ),
             recommendation="",
         ),
     )
     myths = (
-        MythView("only-gpu-utilization", "Only watching GPU utilization", "holds",
-                 "Holds: utilization reads 88% while 35% of the time is gaps.",
-                 "The dashboard samples 'any kernel running' every 100 ms and hides gaps "
-                 "shorter than that."),
-        MythView("dp-is-balanced", "Assuming data parallelism is balanced by nature",
-                 "does_not_hold",
-                 "Does not hold here: per-GPU busy time differs by under 3%.",
-                 "The imbalance is in time, not in total work."),
-        MythView("ignore-topology", "Ignoring communication topology", "does_not_hold",
-                 "Does not hold: NCCL takes 6.5% of busy time.",
-                 "Collective skew is small next to the gaps."),
-        MythView("static-split", "Never re-balancing a static split", "cannot_tell",
-                 "Cannot tell: DP=4 has no static split of the model.",
-                 "No tensor- or pipeline-parallel kernels were found."),
+        MythView(
+            "only-gpu-utilization",
+            "Only watching GPU utilization",
+            "holds",
+            "Holds: utilization reads 88% while 35% of the time is gaps.",
+            "The dashboard samples 'any kernel running' every 100 ms and hides gaps "
+            "shorter than that.",
+        ),
+        MythView(
+            "dp-is-balanced",
+            "Assuming data parallelism is balanced by nature",
+            "does_not_hold",
+            "Does not hold here: per-GPU busy time differs by under 3%.",
+            "The imbalance is in time, not in total work.",
+        ),
+        MythView(
+            "ignore-topology",
+            "Ignoring communication topology",
+            "does_not_hold",
+            "Does not hold: NCCL takes 6.5% of busy time.",
+            "Collective skew is small next to the gaps.",
+        ),
+        MythView(
+            "static-split",
+            "Never re-balancing a static split",
+            "cannot_tell",
+            "Cannot tell: DP=4 has no static split of the model.",
+            "No tensor- or pipeline-parallel kernels were found.",
+        ),
     )
     appendix = AppendixView(
         tool_version="0.1.0",
         inputs=Table(
             columns=("file", "export", "host", "UTC start", "offset"),
             rows=tuple(
-                (path if r == 0 else f"/data/run-17/rank{r}.sqlite", "2024.5.1", "node1",
-                 f"2025-03-04 10:12:0{r}Z", f"+{r * 3} ms")
+                (
+                    path if r == 0 else f"/data/run-17/rank{r}.sqlite",
+                    "2024.5.1",
+                    "node1",
+                    f"2025-03-04 10:12:0{r}Z",
+                    f"+{r * 3} ms",
+                )
                 for r in range(N_GPUS)
             ),
         ),
         settings=Table(
             columns=("setting", "value"),
-            rows=(("window", "per GPU, first to last GPU operation"),
-                  ("busy includes", "kernels"), ("skip warm-up", "0 s"),
-                  ("timeline bins", str(N_BINS))),
+            rows=(
+                ("window", "per GPU, first to last GPU operation"),
+                ("busy includes", "kernels"),
+                ("skip warm-up", "0 s"),
+                ("timeline bins", str(N_BINS)),
+            ),
         ),
-        missing=("no NVLink/PCIe counters: bandwidth series unavailable",
-                 "no OS runtime trace on rank 3" + bad),
+        missing=(
+            "no NVLink/PCIe counters: bandwidth series unavailable",
+            "no OS runtime trace on rank 3" + bad,
+        ),
         notes=("GPU identity is host + PCI bus id, not the CUDA ordinal.",),
     )
     headline = (
@@ -331,8 +416,10 @@ def no_gpu_view(lang: Literal["en", "zh"] = "en") -> ReportView:
             tool_version="0.1.0",
             inputs=Table(columns=("file", "export"), rows=(("cpu-only.sqlite", "2023.4.1"),)),
             settings=Table(columns=("setting", "value"), rows=(("window", "per GPU"),)),
-            missing=("no CUPTI kernel table: the trace was recorded without CUDA tracing",
-                     "no CUDA API trace: host attribution unavailable"),
+            missing=(
+                "no CUPTI kernel table: the trace was recorded without CUDA tracing",
+                "no CUDA API trace: host attribution unavailable",
+            ),
             notes=(),
         ),
         no_gpu_work=True,

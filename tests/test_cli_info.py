@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import cori_rank_files, single_file_traces
+
 from nsysan.cli import main
 
 
@@ -40,7 +40,9 @@ def test_info_text_on_the_eight_rank_set(capsys: pytest.CaptureFixture[str]) -> 
 
 
 @pytest.mark.shared
-def test_info_names_launches_without_kernels(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_info_names_launches_without_kernels(
+    shared_traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run_cli(["info", str(shared_traces / "T078-qcu/trace.sqlite")], capsys)
     assert code == 0
     assert "kernel launch calls) but no GPU activity records" in out
@@ -69,7 +71,7 @@ def _bad_inputs(tmp: Path, shared: Path) -> dict[str, tuple[Path, str]]:
     real = shared / "T039-gpu-poisson-solver/trace.sqlite"
     if real.exists():
         truncated = tmp / "truncated.sqlite"
-        truncated.write_bytes(real.read_bytes()[: 200_000])
+        truncated.write_bytes(real.read_bytes()[:200_000])
         cases["truncated"] = (truncated, "truncated SQLite file")
     return cases
 

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, cori_rank_files, single_file_traces
+
 from nsysan.cli import main
 
 HOSTILE = "<script>alert(1)</script>"
@@ -24,10 +24,14 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 @pytest.mark.shared
 @pytest.mark.slow
 @pytest.mark.parametrize("path", single_file_traces(), ids=lambda p: p.parent.name)
-def test_report_on_every_real_trace(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_on_every_real_trace(
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     out = tmp_path / "r.html"
-    code, stdout, err = run_cli(["report", str(path), "-o", str(out), "--json", str(tmp_path / "r.json")], capsys)
+    code, stdout, err = run_cli(
+        ["report", str(path), "-o", str(out), "--json", str(tmp_path / "r.json")], capsys
+    )
     assert code == 0, err
     html = out.read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>")
@@ -36,20 +40,26 @@ def test_report_on_every_real_trace(path: Path, tmp_path: Path, capsys: pytest.C
     assert doc["schema_version"] == 1
     assert doc["headline"]["text"].split(" (")[0] in stdout
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp files left
+    assert [
+        p.name for p in tmp_path.iterdir() if p.name.startswith(".")
+    ] == []  # no temp files left
 
 
 @pytest.mark.shared
 def test_report_on_the_eight_rank_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cori.html"
-    code, stdout, _ = run_cli(["report", *map(str, cori_rank_files()), "-o", str(out), "--lang", "zh"], capsys)
+    code, stdout, _ = run_cli(
+        ["report", *map(str, cori_rank_files()), "-o", str(out), "--lang", "zh"], capsys
+    )
     assert code == 0
     html = out.read_text(encoding="utf-8")
     assert '<html lang="zh"' in html
     assert "GPU 7" in html
 
 
-def test_no_gpu_work_gives_a_short_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_gpu_work_gives_a_short_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from conftest import SHARED_TRACES
 
     trace = SHARED_TRACES / "T082-jacc-jl/trace.sqlite"
@@ -62,7 +72,9 @@ def test_no_gpu_work_gives_a_short_report(tmp_path: Path, capsys: pytest.Capture
     assert out.stat().st_size < 200_000  # no plotly bundle without charts
 
 
-def test_report_on_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_on_bad_input_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "x.sqlite"
     bad.write_text("not a database")
     out = tmp_path / "r.html"
@@ -72,9 +84,13 @@ def test_report_on_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureF
     assert not out.exists()
 
 
-def test_simulate_hostile_names_are_escaped_in_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_simulate_hostile_names_are_escaped_in_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     trace = tmp_path / "hostile.sqlite"
-    code, _, err = run_cli(["simulate", "case-study", "-o", str(trace), "--scale", "0.1", "--hostile-names"], capsys)
+    code, _, err = run_cli(
+        ["simulate", "case-study", "-o", str(trace), "--scale", "0.1", "--hostile-names"], capsys
+    )
     assert code == 0, err
     out = tmp_path / "r.html"
     code, _, err = run_cli(["report", str(trace), "-o", str(out)], capsys)
@@ -84,7 +100,9 @@ def test_simulate_hostile_names_are_escaped_in_the_report(tmp_path: Path, capsys
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html or "\\u003cscript\\u003e" in html
 
 
-def test_demo_writes_the_case_study_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_writes_the_case_study_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, stdout, err = run_cli(["demo", "-o", str(tmp_path / "demo")], capsys)
     assert code == 0, err
     assert stdout.startswith("False balance: all 4 GPUs look")
@@ -111,10 +129,18 @@ def test_analyze_json_and_compare(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def test_window_options_are_applied(capsys: pytest.CaptureFixture[str]) -> None:
     trace = REPO / "fixtures/case-study.sqlite"
-    code, stdout, _ = run_cli(["analyze", "--json", "--start", "0.2s", "--end", "0.6s", str(trace)], capsys)
+    code, stdout, _ = run_cli(
+        ["analyze", "--json", "--start", "0.2s", "--end", "0.6s", str(trace)], capsys
+    )
     assert code == 0
     doc = json.loads(stdout)
-    assert doc["settings"]["window"] == {"kind": "explicit", "start_ns": 200_000_000, "end_ns": 600_000_000, "nvtx_range": None, "skip_warmup_ns": 0}
+    assert doc["settings"]["window"] == {
+        "kind": "explicit",
+        "start_ns": 200_000_000,
+        "end_ns": 600_000_000,
+        "nvtx_range": None,
+        "skip_warmup_ns": 0,
+    }
     windows = [row["window_ns"] for row in doc["results"]["gaps"]["summary"]]
     assert all(w <= 400_000_000 for w in windows)
     code, _, err = run_cli(["analyze", "--start", "banana", str(trace)], capsys)

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, cori_rank_files, single_file_traces
+
 from nsysan.analysis import analyze
 from nsysan.diagnose import diagnose, diagnose_facts
 from nsysan.diagnose import rules as R
@@ -108,7 +108,11 @@ def test_comm_bound_counts_transfer_not_waiting() -> None:
 
 
 def test_pipeline_needs_a_staircase() -> None:
-    stairs = _facts(bubble_share=0.4, fill_share_per_gpu=(0.0, 0.1, 0.2, 0.3), drain_share_per_gpu=(0.3, 0.2, 0.1, 0.0))
+    stairs = _facts(
+        bubble_share=0.4,
+        fill_share_per_gpu=(0.0, 0.1, 0.2, 0.3),
+        drain_share_per_gpu=(0.3, 0.2, 0.1, 0.0),
+    )
     assert R.pipeline_bubble(stairs) is not None
     shuffled = dataclasses.replace(stairs, fill_share_per_gpu=(0.3, 0.0, 0.2, 0.1))
     assert R.pipeline_bubble(shuffled) is None
@@ -132,7 +136,14 @@ def test_real_traces_get_only_supported_claims(path: Path) -> None:
     gpus = analysis.trace.gpus.height
     if gpus < 2:
         # Cross-GPU claims need at least two GPUs.
-        assert not ids & {"false-balance", "aligned-gaps", "static-split-skew", "moe-hot-expert", "pipeline-bubble", "dp-long-tail"}
+        assert not ids & {
+            "false-balance",
+            "aligned-gaps",
+            "static-split-skew",
+            "moe-hot-expert",
+            "pipeline-bubble",
+            "dp-long-tail",
+        }
     if analysis.contention is None or not analysis.contention.available:
         assert "clock-throttling" not in ids
     if analysis.bound is None:

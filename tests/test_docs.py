@@ -6,8 +6,8 @@ import os
 import re
 
 import click
-
 from conftest import REPO
+
 from nsysan import errors
 from nsysan.cli import cli
 from nsysan.diagnose import myths, rules
@@ -17,12 +17,21 @@ DOCS = REPO / "docs"
 
 def render_cli_reference() -> str:
     """docs/cli.md as generated from the click commands."""
-    out = ["# Command line", "", "Generated from the commands' help texts; `NSYSAN_UPDATE_DOCS=1 pytest tests/test_docs.py` rewrites it.", ""]
-    root = click.Context(cli, info_name="nsysan", terminal_width=100, help_option_names=["-h", "--help"])
+    out = [
+        "# Command line",
+        "",
+        "Generated from the commands' help texts; `NSYSAN_UPDATE_DOCS=1 pytest tests/test_docs.py` rewrites it.",
+        "",
+    ]
+    root = click.Context(
+        cli, info_name="nsysan", terminal_width=100, help_option_names=["-h", "--help"]
+    )
     out += ["```", cli.get_help(root), "```", ""]
     for name in sorted(cli.commands):
         cmd = cli.commands[name]
-        ctx = click.Context(cmd, info_name=name, parent=root, terminal_width=100, help_option_names=["-h", "--help"])
+        ctx = click.Context(
+            cmd, info_name=name, parent=root, terminal_width=100, help_option_names=["-h", "--help"]
+        )
         out += [f"## nsysan {name}", "", "```", cmd.get_help(ctx), "```", ""]
     return "\n".join(out)
 
@@ -32,7 +41,9 @@ def test_cli_reference_is_current() -> None:
     expected = render_cli_reference()
     if os.environ.get("NSYSAN_UPDATE_DOCS"):
         path.write_text(expected, encoding="utf-8")
-    assert path.read_text(encoding="utf-8") == expected, "run NSYSAN_UPDATE_DOCS=1 pytest tests/test_docs.py"
+    assert path.read_text(encoding="utf-8") == expected, (
+        "run NSYSAN_UPDATE_DOCS=1 pytest tests/test_docs.py"
+    )
 
 
 def test_every_rule_id_and_threshold_is_documented() -> None:
@@ -51,7 +62,11 @@ def test_every_rule_id_and_threshold_is_documented() -> None:
 def test_every_error_slug_has_a_section() -> None:
     text = (DOCS / "errors.md").read_text(encoding="utf-8")
     for obj in vars(errors).values():
-        if isinstance(obj, type) and issubclass(obj, errors.NsysanError) and obj is not errors.NsysanError:
+        if (
+            isinstance(obj, type)
+            and issubclass(obj, errors.NsysanError)
+            and obj is not errors.NsysanError
+        ):
             assert f"## {obj.slug}" in text, obj.slug
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
 from conftest import cori_rank_files, reference_dir, single_file_traces
+
 from nsysan import load_trace, model
 from nsysan.ingest.nsys import pid_of, tid_of
 
@@ -159,9 +159,7 @@ def test_cuda_api_names_lose_version_suffix(shared_traces: Path) -> None:
     assert "cudaLaunchKernel" in names
     assert not any(n.endswith("_v7000") for n in names)
     # Every kernel has its launch call in the same process (correlation id).
-    joined = trace.kernels.join(
-        trace.cuda_api, on=["source", "pid", "correlation_id"], how="left"
-    )
+    joined = trace.kernels.join(trace.cuda_api, on=["source", "pid", "correlation_id"], how="left")
     assert joined["name_right"].null_count() == 0
 
 

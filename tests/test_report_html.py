@@ -26,8 +26,21 @@ from nsysan.report.html import render_html, script_json, write_html
 from nsysan.report.templates import templates_dir
 from nsysan.report.viewmodel import Section, TimelineView
 
-VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
-        "track", "wbr"}
+VOID = {
+    "area",
+    "base",
+    "br",
+    "col",
+    "embed",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "meta",
+    "source",
+    "track",
+    "wbr",
+}
 PLOTLY_BANNER = re.compile(r"\* plotly\.js v\d")
 
 
@@ -51,9 +64,12 @@ class Node:
 
     def find_all(self, tag: str, **attrs: str) -> list[Node]:
         return [
-            n for n in self.iter()[1:]
-            if n.tag == tag and all(
-                (n.attrs.get(k.rstrip("_")) or "").split().count(v) if k == "class_"
+            n
+            for n in self.iter()[1:]
+            if n.tag == tag
+            and all(
+                (n.attrs.get(k.rstrip("_")) or "").split().count(v)
+                if k == "class_"
                 else n.attrs.get(k) == v
                 for k, v in attrs.items()
             )
@@ -170,11 +186,17 @@ def test_every_section_has_its_anchor_and_a_contents_link(soup: Node) -> None:
 @pytest.mark.parametrize("make", [sample_view, no_gpu_view])
 def test_contents_are_numbered_like_the_headings(make: object) -> None:
     soup = Soup(render_html(make())).root  # type: ignore[operator]
-    numbers = [a.find_all("span", class_="num")[0].text
-               for a in soup.by_id("toc").find_all("a") if a.find_all("span", class_="num")]
+    numbers = [
+        a.find_all("span", class_="num")[0].text
+        for a in soup.by_id("toc").find_all("a")
+        if a.find_all("span", class_="num")
+    ]
     assert numbers == [str(i) for i in range(1, len(numbers) + 1)]
-    headings = [h.find_all("span", class_="num")[0].text
-                for h in soup.find_all("h2") if h.find_all("span", class_="num")]
+    headings = [
+        h.find_all("span", class_="num")[0].text
+        for h in soup.find_all("h2")
+        if h.find_all("span", class_="num")
+    ]
     assert headings == numbers
 
 
@@ -191,7 +213,13 @@ def test_tables_have_their_rows(soup: Node) -> None:
 def test_numeric_columns_are_right_aligned(soup: Node) -> None:
     header = soup.by_id("gpus").find_all("thead")[0].find_all("th")
     assert [("num" in (th.attrs.get("class") or "")) for th in header] == [
-        False, True, True, True, True, True, True
+        False,
+        True,
+        True,
+        True,
+        True,
+        True,
+        True,
     ]
 
 
@@ -244,9 +272,14 @@ def test_one_chart_per_block_with_deterministic_ids(page: str) -> None:
     assert len(calls) == CHART_COUNT
     ids = [c[0] for c in calls]
     assert ids == [
-        "chart-timeline-timeline", "chart-gaps-histogram", "chart-stagger-matrix",
-        "chart-host-stacked-0", "chart-communication-stacked-0", "chart-bound-stacked-0",
-        "chart-contention-series-0", "chart-contention-series-1",
+        "chart-timeline-timeline",
+        "chart-gaps-histogram",
+        "chart-stagger-matrix",
+        "chart-host-stacked-0",
+        "chart-communication-stacked-0",
+        "chart-bound-stacked-0",
+        "chart-contention-series-0",
+        "chart-contention-series-1",
     ]
     assert render_html(sample_view()) == page  # same view, same bytes
 
@@ -388,11 +421,15 @@ def test_chinese_report_uses_chinese_labels() -> None:
 def test_every_catalog_key_is_used() -> None:
     sources = "".join(
         p.read_text(encoding="utf-8")
-        for p in [*templates_dir().rglob("*.j2"),
-                  *Path(charts.__file__).parent.glob("*.py")]
+        for p in [*templates_dir().rglob("*.j2"), *Path(charts.__file__).parent.glob("*.py")]
     )
-    unused = [k for k in i18n.EN if f'"{k}"' not in sources and f"'{k}'" not in sources
-              and not k.startswith(("severity.", "myth."))]
+    unused = [
+        k
+        for k in i18n.EN
+        if f'"{k}"' not in sources
+        and f"'{k}'" not in sources
+        and not k.startswith(("severity.", "myth."))
+    ]
     assert not unused
 
 
@@ -401,12 +438,16 @@ def test_every_catalog_key_is_used() -> None:
 
 def test_chart_fragment_escapes_json_strings() -> None:
     timeline = TimelineView(
-        gpu_labels=("a&b </script>", "c"), bin_start_ns=(0, 10), bin_ns=10,
-        busy_share=((0.5, None), (1.0, 0.0)), gaps=((1, 12, 20),), note="",
+        gpu_labels=("a&b </script>", "c"),
+        bin_start_ns=(0, 10),
+        bin_ns=10,
+        busy_share=((0.5, None), (1.0, 0.0)),
+        gaps=((1, 12, 20),),
+        note="",
     )
     fragment = charts.timeline_chart(timeline, "t1")
-    script = fragment[fragment.index("<script"):]
-    body = script[script.index(">") + 1: script.rindex("</script>")]
+    script = fragment[fragment.index("<script") :]
+    body = script[script.index(">") + 1 : script.rindex("</script>")]
     assert "</" not in body and "&" not in body
     assert 'id="t1"' in fragment
 
@@ -426,8 +467,12 @@ def test_section_keys_become_safe_unique_anchors() -> None:
 def test_templates_are_found_with_every_partial() -> None:
     root = templates_dir()
     assert (root / "report.html.j2").is_file() and (root / "assets" / "report.css").is_file()
-    referenced = set(re.findall(r'"(_partials/[\w.]+)"', "".join(
-        p.read_text(encoding="utf-8") for p in root.rglob("*.j2"))))
+    referenced = set(
+        re.findall(
+            r'"(_partials/[\w.]+)"',
+            "".join(p.read_text(encoding="utf-8") for p in root.rglob("*.j2")),
+        )
+    )
     assert referenced and all((root / name).is_file() for name in referenced)
 
 
@@ -467,4 +512,3 @@ def test_render_error_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with pytest.raises(RuntimeError):
         report_html.write_html(no_gpu_view(), tmp_path / "report.html")
     assert not list(tmp_path.iterdir())
-

@@ -31,16 +31,25 @@ def diagnose_facts(facts: Facts) -> tuple[Finding, ...]:
     found = [f for f in (rule(facts) for rule in RULES) if f is not None]
     ids = {f.rule_id for f in found}
     found = [f for f in found if not ids & set(_SUBSUMED_BY.get(f.rule_id, ()))]
-    return tuple(sorted(found, key=lambda f: (SEVERITY_RANK[f.severity], -f.impact_share, f.rule_id)))
+    return tuple(
+        sorted(found, key=lambda f: (SEVERITY_RANK[f.severity], -f.impact_share, f.rule_id))
+    )
 
 
 def _headline(facts: Facts, findings: tuple[Finding, ...], analysis: Analysis) -> Headline:
     if not analysis.trace.has_gpu_work or facts.gpu_count == 0:
-        why = analysis.trace.capabilities.missing[0] if analysis.trace.capabilities.missing else "no GPU work"
+        why = (
+            analysis.trace.capabilities.missing[0]
+            if analysis.trace.capabilities.missing
+            else "no GPU work"
+        )
         return Headline(
             severity="info",
             text=f"No GPU work to analyse: {why}.",
-            texts={"en": f"No GPU work to analyse: {why}.", "zh": f"没有可分析的 GPU 工作：{why}。"},
+            texts={
+                "en": f"No GPU work to analyse: {why}.",
+                "zh": f"没有可分析的 GPU 工作：{why}。",
+            },
             rule_id=None,
         )
     if findings:

@@ -124,7 +124,11 @@ def gather_facts(analysis: Analysis) -> Facts:
         )
         per_coll = n.per_collective
         if per_coll.height:
-            top = per_coll.group_by("collective").agg(pl.col("nccl_ns").sum()).sort("nccl_ns", descending=True)
+            top = (
+                per_coll.group_by("collective")
+                .agg(pl.col("nccl_ns").sum())
+                .sort("nccl_ns", descending=True)
+            )
             values["top_collective"] = str(top["collective"][0])
     elif analysis.nccl is not None:
         values["nccl_share"] = 0.0
@@ -132,6 +136,7 @@ def gather_facts(analysis: Analysis) -> Facts:
         per = analysis.bound.per_gpu
         total = float(per["kernel_time_ns"].sum() or 0)
         if total > 0:
+
             def pooled(cls: str) -> float:
                 col = f"{cls}_ns"
                 return float(per[col].sum()) / total if col in per.columns else 0.0
@@ -146,7 +151,9 @@ def gather_facts(analysis: Analysis) -> Facts:
         values["metrics_available"] = True
         clocks = c.clocks.sort("gpu")
         if clocks.height:
-            values["clock_drop_share"] = tuple(float(v or 0) for v in clocks["drop_busy_share"].to_list())
+            values["clock_drop_share"] = tuple(
+                float(v or 0) for v in clocks["drop_busy_share"].to_list()
+            )
             values["clock_min_mhz"] = tuple(clocks["busy_clock_min_mhz"].to_list())
             ref = clocks["reference_clock_mhz"].drop_nulls()
             values["clock_reference_mhz"] = float(ref.max()) if len(ref) else None  # type: ignore[arg-type]
@@ -168,9 +175,10 @@ def _host_facts(analysis: Analysis) -> dict[str, object]:
     per_gpu = (
         shares.group_by("gpu")
         .agg(
-            (pl.col("time_ns").filter(pl.col("cause").is_in(list(HOST_SIDE_CAUSES))).sum() / pl.col("time_ns").sum()).alias(
-                "host"
-            )
+            (
+                pl.col("time_ns").filter(pl.col("cause").is_in(list(HOST_SIDE_CAUSES))).sum()
+                / pl.col("time_ns").sum()
+            ).alias("host")
         )
         .sort("gpu")
     )
@@ -184,8 +192,15 @@ def _host_facts(analysis: Analysis) -> dict[str, object]:
     )
     if host.nvtx.height:
         gap_total = float(analysis.gaps.summary["gap_ns"].sum()) if analysis.gaps else total  # type: ignore[union-attr]
-        top = host.nvtx.group_by("text").agg(pl.col("covered_ns").sum()).sort("covered_ns", descending=True).head(3)
-        out["top_nvtx"] = tuple((str(t), float(c) / gap_total) for t, c in top.iter_rows() if gap_total > 0)
+        top = (
+            host.nvtx.group_by("text")
+            .agg(pl.col("covered_ns").sum())
+            .sort("covered_ns", descending=True)
+            .head(3)
+        )
+        out["top_nvtx"] = tuple(
+            (str(t), float(c) / gap_total) for t, c in top.iter_rows() if gap_total > 0
+        )
     return out
 
 
@@ -205,7 +220,9 @@ def _imbalance_facts(analysis: Analysis) -> dict[str, object]:
         "iteration_source": imb.iteration_source,
     }
     if "busy_share_trend" in imb.per_gpu.columns:
-        out["busy_trend"] = tuple(float(v or 0) for v in imb.per_gpu.sort("gpu")["busy_share_trend"].to_list())
+        out["busy_trend"] = tuple(
+            float(v or 0) for v in imb.per_gpu.sort("gpu")["busy_share_trend"].to_list()
+        )
     if imb.drift_windows.height:
         out["drift_spread_min"] = float(imb.drift_windows["spread_share"].min())  # type: ignore[arg-type]
     if imb.kernel_diff.height:

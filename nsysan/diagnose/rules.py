@@ -50,7 +50,9 @@ MEMORY_BOUND_SHARE_HIGH = 0.50
 CLOCK_DROP_BUSY_SHARE = 0.10
 
 
-def _ev(metric: str, label: str, value: float | int | str | None, display: str, source: str) -> EvidenceItem:
+def _ev(
+    metric: str, label: str, value: float | int | str | None, display: str, source: str
+) -> EvidenceItem:
     return EvidenceItem(metric=metric, label=label, value=value, display=display, source=source)
 
 
@@ -91,7 +93,9 @@ def false_balance(f: Facts) -> Finding | None:
         return None
     shown = [g for g in f.gr_active_share if g is not None]
     dash = tuple(shown) if len(shown) == f.gpu_count else f.dashboard_share
-    dash_name = "GR Active from GPU metrics" if len(shown) == f.gpu_count else "NVML-style utilization"
+    dash_name = (
+        "GR Active from GPU metrics" if len(shown) == f.gpu_count else "NVML-style utilization"
+    )
     host = f.host_share or 0.0
     host_text_en = ""
     host_text_zh = ""
@@ -103,7 +107,9 @@ def false_balance(f: Facts) -> Finding | None:
             detail.append("NVTX " + ", ".join(f"{t} {percent(sh, 0)}" for t, sh in f.top_nvtx[:2]))
         extra = f" ({'; '.join(detail)})" if detail else ""
         host_text_en = f", and {percent(host, 0)} of gap time is host-side{extra} — throughput is limited by the CPU, not the GPUs"
-        host_text_zh = f"，且 {percent(host, 0)} 的间隙时间发生在主机侧{extra}——吞吐受限于 CPU，而不是 GPU"
+        host_text_zh = (
+            f"，且 {percent(host, 0)} 的间隙时间发生在主机侧{extra}——吞吐受限于 CPU，而不是 GPU"
+        )
     n = f.gpu_count
     claim_en = (
         f"False balance: all {n} GPUs look {_range(dash)} busy on the dashboard ({dash_name}), "
@@ -123,23 +129,68 @@ def false_balance(f: Facts) -> Finding | None:
         _ev("dashboard", f"{dash_name}, {lab}", d, percent(d), "docs/metrics/dashboard.md")
         for lab, d in zip(f.gpu_labels, dash, strict=False)
     ]
-    evidence.append(_ev("stagger_score", "stagger score (−1 aligned … +1 staggered)", f.stagger_score, f"{f.stagger_score:+.2f}" if f.stagger_score is not None else "n/a", "docs/metrics/stagger.md"))
+    evidence.append(
+        _ev(
+            "stagger_score",
+            "stagger score (−1 aligned … +1 staggered)",
+            f.stagger_score,
+            f"{f.stagger_score:+.2f}" if f.stagger_score is not None else "n/a",
+            "docs/metrics/stagger.md",
+        )
+    )
     if f.co_idle_ratio is not None:
-        evidence.append(_ev("co_idle_ratio", "co-idle time, observed / if independent", f.co_idle_ratio, ratio(f.co_idle_ratio), "docs/metrics/stagger.md"))
+        evidence.append(
+            _ev(
+                "co_idle_ratio",
+                "co-idle time, observed / if independent",
+                f.co_idle_ratio,
+                ratio(f.co_idle_ratio),
+                "docs/metrics/stagger.md",
+            )
+        )
     if f.host_share is not None:
-        evidence.append(_ev("host_share", "host-side share of gap time", f.host_share, percent(f.host_share), "docs/metrics/host.md"))
+        evidence.append(
+            _ev(
+                "host_share",
+                "host-side share of gap time",
+                f.host_share,
+                percent(f.host_share),
+                "docs/metrics/host.md",
+            )
+        )
     if f.gil_share:
-        evidence.append(_ev("gil_share", "GIL-signature share of gap time", f.gil_share, percent(f.gil_share), "docs/metrics/host.md"))
+        evidence.append(
+            _ev(
+                "gil_share",
+                "GIL-signature share of gap time",
+                f.gil_share,
+                percent(f.gil_share),
+                "docs/metrics/host.md",
+            )
+        )
     for text, share in f.top_nvtx:
-        evidence.append(_ev("nvtx", f"NVTX range covering gaps: {text}", share, percent(share), "docs/metrics/host.md"))
+        evidence.append(
+            _ev(
+                "nvtx",
+                f"NVTX range covering gaps: {text}",
+                share,
+                percent(share),
+                "docs/metrics/host.md",
+            )
+        )
     cpu_bound = f.host_share is not None and host >= HOST_SIDE_SHARE
     return Finding(
         rule_id="false-balance",
         severity="critical",
         seed_section="4.5",
-        cause_category="CPU-side scheduling (seed 4.4)" if cpu_bound else "unaligned per-GPU stalls",
+        cause_category="CPU-side scheduling (seed 4.4)"
+        if cpu_bound
+        else "unaligned per-GPU stalls",
         impact_share=mean(f.gap_share),
-        title={"en": "False balance: busy-looking GPUs with staggered gaps", "zh": "假均衡：利用率看似均衡，时间线上间隙错开"},
+        title={
+            "en": "False balance: busy-looking GPUs with staggered gaps",
+            "zh": "假均衡：利用率看似均衡，时间线上间隙错开",
+        },
         claim={"en": claim_en, "zh": claim_zh},
         recommendation={
             "en": "Move tokenization and sampling off the Python GIL (a C++/Rust tokenizer, separate "
@@ -187,7 +238,13 @@ def host_bound_gaps(f: Facts) -> Finding | None:
             "zh": "让主机提前发射工作：去掉循环中的同步调用，异步准备输入，对发射受限的循环使用 CUDA Graph。",
         },
         evidence=(
-            _ev("host_share", "host-side share of gap time", f.host_share, percent(f.host_share), "docs/metrics/host.md"),
+            _ev(
+                "host_share",
+                "host-side share of gap time",
+                f.host_share,
+                percent(f.host_share),
+                "docs/metrics/host.md",
+            ),
             *(
                 _ev("gap_share", f"gap share, {lab}", g, percent(g), "docs/metrics/gaps.md")
                 for lab, g in zip(f.gpu_labels, f.gap_share, strict=False)
@@ -218,8 +275,20 @@ def aligned_gaps(f: Facts) -> Finding | None:
             "zh": "找出所有 rank 同时在等待什么（主机侧原因、NVTX 区间）：数据加载、检查点、屏障；使其与计算重叠。",
         },
         evidence=(
-            _ev("all_idle_share", "all GPUs idle, share of common window", f.all_idle_share, percent(f.all_idle_share), "docs/metrics/stagger.md"),
-            _ev("stagger_score", "stagger score", f.stagger_score, f"{f.stagger_score:+.2f}", "docs/metrics/stagger.md"),
+            _ev(
+                "all_idle_share",
+                "all GPUs idle, share of common window",
+                f.all_idle_share,
+                percent(f.all_idle_share),
+                "docs/metrics/stagger.md",
+            ),
+            _ev(
+                "stagger_score",
+                "stagger score",
+                f.stagger_score,
+                f"{f.stagger_score:+.2f}",
+                "docs/metrics/stagger.md",
+            ),
         ),
     )
 
@@ -239,18 +308,28 @@ def compute_skew(f: Facts) -> Finding | None:
     most, least = f.most_loaded_gpu, f.least_loaded_gpu
     skew = f.compute_max_over_mean
     if expert:
-        rule, title_en, title_zh = "moe-hot-expert", "A hot MoE expert overloads one GPU", "MoE 热点专家使单卡过载"
+        rule, title_en, title_zh = (
+            "moe-hot-expert",
+            "A hot MoE expert overloads one GPU",
+            "MoE 热点专家使单卡过载",
+        )
         claim_en = f"GPU {most} computes {ratio(skew)} the mean; expert kernels explain most of its extra time over GPU {least}: {kernels}."
         claim_zh = f"GPU {most} 的计算时间是平均值的 {ratio(skew)}；它比 GPU {least} 多出的时间主要来自专家内核：{kernels}。"
         rec_en = "Re-balance experts periodically (expert replication or re-placement by measured heat), add capacity factors / token dropping, or use expert parallelism with load-aware routing."
         rec_zh = "周期性地按实测热度重新分配专家（复制热点专家或重新放置），设置容量因子/丢弃超额 token，或使用负载感知的路由。"
         section = "4.1"
     else:
-        rule, title_en, title_zh = "static-split-skew", "Uneven split of work across GPUs", "各卡之间工作切分不均"
+        rule, title_en, title_zh = (
+            "static-split-skew",
+            "Uneven split of work across GPUs",
+            "各卡之间工作切分不均",
+        )
         claim_en = f"GPU {most} computes {ratio(skew)} the mean (load-balance efficiency {percent(f.compute_efficiency, 0)}); the kernels behind its extra time over GPU {least}: {kernels}."
         claim_zh = f"GPU {most} 的计算时间是平均值的 {ratio(skew)}（负载均衡效率 {percent(f.compute_efficiency, 0)}）；它比 GPU {least} 多出的时间来自：{kernels}。"
         rec_en = "Make the split divisible (heads, layers or shards per GPU), or weight the assignment by measured cost; re-check with a new trace."
-        rec_zh = "让切分可整除（每卡的注意力头、层或分片数），或按实测开销加权分配；用新的时间线复核。"
+        rec_zh = (
+            "让切分可整除（每卡的注意力头、层或分片数），或按实测开销加权分配；用新的时间线复核。"
+        )
         section = "4.1"
     return Finding(
         rule_id=rule,
@@ -262,10 +341,28 @@ def compute_skew(f: Facts) -> Finding | None:
         claim={"en": claim_en, "zh": claim_zh},
         recommendation={"en": rec_en, "zh": rec_zh},
         evidence=(
-            _ev("compute_max_over_mean", "compute time, max / mean", skew, ratio(skew), "docs/metrics/balance.md"),
-            _ev("compute_efficiency", "load-balance efficiency (mean / max)", f.compute_efficiency, percent(f.compute_efficiency), "docs/metrics/balance.md"),
+            _ev(
+                "compute_max_over_mean",
+                "compute time, max / mean",
+                skew,
+                ratio(skew),
+                "docs/metrics/balance.md",
+            ),
+            _ev(
+                "compute_efficiency",
+                "load-balance efficiency (mean / max)",
+                f.compute_efficiency,
+                percent(f.compute_efficiency),
+                "docs/metrics/balance.md",
+            ),
             *(
-                _ev("kernel_diff", f"share of the difference: {n}", s, percent(s), "docs/metrics/balance.md")
+                _ev(
+                    "kernel_diff",
+                    f"share of the difference: {n}",
+                    s,
+                    percent(s),
+                    "docs/metrics/balance.md",
+                )
                 for n, s in f.top_diff_kernels[:3]
             ),
         ),
@@ -305,7 +402,13 @@ def pipeline_bubble(f: Facts) -> Finding | None:
             "zh": "每次迭代使用更多 micro-batch，采用交错（虚拟 stage）调度，或减少流水线级数。",
         },
         evidence=(
-            _ev("bubble_share", "bubble share of iteration time", f.bubble_share, percent(f.bubble_share), "docs/metrics/balance.md"),
+            _ev(
+                "bubble_share",
+                "bubble share of iteration time",
+                f.bubble_share,
+                percent(f.bubble_share),
+                "docs/metrics/balance.md",
+            ),
             *(
                 _ev("fill_share", f"fill share, {lab}", v, percent(v), "docs/metrics/balance.md")
                 for lab, v in zip(f.gpu_labels, f.fill_share_per_gpu, strict=False)
@@ -339,10 +442,28 @@ def load_drift(f: Facts) -> Finding | None:
             "zh": "按预估开销（序列长度、生成长度）调度而不是轮询；加入饥饿检测与抢占或请求迁移。",
         },
         evidence=(
-            _ev("drift_spread_max", "busy-share spread, worst window", f.drift_spread_max, percent(f.drift_spread_max), "docs/metrics/balance.md"),
-            _ev("drift_spread_min", "busy-share spread, best window", f.drift_spread_min, percent(f.drift_spread_min), "docs/metrics/balance.md"),
+            _ev(
+                "drift_spread_max",
+                "busy-share spread, worst window",
+                f.drift_spread_max,
+                percent(f.drift_spread_max),
+                "docs/metrics/balance.md",
+            ),
+            _ev(
+                "drift_spread_min",
+                "busy-share spread, best window",
+                f.drift_spread_min,
+                percent(f.drift_spread_min),
+                "docs/metrics/balance.md",
+            ),
             *(
-                _ev("busy_trend", f"busy-share trend over the capture, {lab}", t, f"{t * 100:+.0f} pts", "docs/metrics/balance.md")
+                _ev(
+                    "busy_trend",
+                    f"busy-share trend over the capture, {lab}",
+                    t,
+                    f"{t * 100:+.0f} pts",
+                    "docs/metrics/balance.md",
+                )
                 for lab, t in zip(f.gpu_labels, f.busy_trend, strict=False)
             ),
         ),
@@ -363,7 +484,10 @@ def comm_bound(f: Facts) -> Finding | None:
         seed_section="4.4",
         cause_category="interconnect bandwidth (NVLink/PCIe)",
         impact_share=transfer,
-        title={"en": "Communication takes a large share of GPU time", "zh": "通信占用了大量 GPU 时间"},
+        title={
+            "en": "Communication takes a large share of GPU time",
+            "zh": "通信占用了大量 GPU 时间",
+        },
         claim={
             "en": f"NCCL kernels take {percent(f.nccl_share, 0)} of busy GPU time{coll}; "
             f"{percent(transfer, 0)} is communication itself, not waiting for late GPUs.",
@@ -375,8 +499,20 @@ def comm_bound(f: Facts) -> Finding | None:
             "zh": "把张量并行组限制在同一个 NVLink/NVSwitch 域内，让通信与计算重叠，或在长序列时降低 TP 度。",
         },
         evidence=(
-            _ev("nccl_share", "NCCL share of busy time", f.nccl_share, percent(f.nccl_share), "docs/metrics/nccl.md"),
-            _ev("nccl_wait_share", "estimated wait share of NCCL time", f.nccl_wait_share, percent(f.nccl_wait_share), "docs/metrics/nccl.md"),
+            _ev(
+                "nccl_share",
+                "NCCL share of busy time",
+                f.nccl_share,
+                percent(f.nccl_share),
+                "docs/metrics/nccl.md",
+            ),
+            _ev(
+                "nccl_wait_share",
+                "estimated wait share of NCCL time",
+                f.nccl_wait_share,
+                percent(f.nccl_wait_share),
+                "docs/metrics/nccl.md",
+            ),
         ),
     )
 
@@ -392,7 +528,10 @@ def collective_skew(f: Facts) -> Finding | None:
         seed_section="4.4",
         cause_category="arrival skew at collectives",
         impact_share=f.nccl_share * f.nccl_wait_share,
-        title={"en": "GPUs wait for each other inside collectives", "zh": "各卡在集合通信中互相等待"},
+        title={
+            "en": "GPUs wait for each other inside collectives",
+            "zh": "各卡在集合通信中互相等待",
+        },
         claim={
             "en": f"{percent(f.nccl_wait_share, 0)} of NCCL time is early arrivers waiting for the last GPU (median start skew {duration(f.nccl_skew_median_ns)}); the wait is a symptom of imbalance before the collective.",
             "zh": f"NCCL 时间中有 {percent(f.nccl_wait_share, 0)} 是先到的卡在等待最后一张卡（启动偏差中位数 {duration(f.nccl_skew_median_ns)}）；这种等待是集合通信之前负载不均的表现。",
@@ -402,7 +541,13 @@ def collective_skew(f: Facts) -> Finding | None:
             "zh": "修正集合通信之前的负载不均（见其他发现）；JSON 输出中列出了每次通信最晚到达的卡。",
         },
         evidence=(
-            _ev("nccl_wait_share", "estimated wait share of NCCL time", f.nccl_wait_share, percent(f.nccl_wait_share), "docs/metrics/nccl.md"),
+            _ev(
+                "nccl_wait_share",
+                "estimated wait share of NCCL time",
+                f.nccl_wait_share,
+                percent(f.nccl_wait_share),
+                "docs/metrics/nccl.md",
+            ),
         ),
     )
 
@@ -426,8 +571,20 @@ def memory_bound(f: Facts) -> Finding | None:
             "zh": "融合带宽受限的内核，使用更低精度的 KV cache/权重，增大批量以提高计算强度。",
         },
         evidence=(
-            _ev("memory_bound_share", "memory-bound share of kernel time", f.memory_bound_share, percent(f.memory_bound_share), "docs/metrics/bound.md"),
-            _ev("unjoined_share", "kernel time without Nsight Compute data", f.unjoined_share, percent(f.unjoined_share), "docs/metrics/bound.md"),
+            _ev(
+                "memory_bound_share",
+                "memory-bound share of kernel time",
+                f.memory_bound_share,
+                percent(f.memory_bound_share),
+                "docs/metrics/bound.md",
+            ),
+            _ev(
+                "unjoined_share",
+                "kernel time without Nsight Compute data",
+                f.unjoined_share,
+                percent(f.unjoined_share),
+                "docs/metrics/bound.md",
+            ),
         ),
     )
 
@@ -460,7 +617,13 @@ def clock_throttling(f: Facts) -> Finding | None:
             "zh": "检查功耗上限、散热和相邻负载（nvidia-smi -q -d PERFORMANCE 可显示降频原因）。",
         },
         evidence=tuple(
-            _ev("clock_drop_share", f"busy time with clock drop, {lab}", share, percent(share), "docs/metrics/contention.md")
+            _ev(
+                "clock_drop_share",
+                f"busy time with clock drop, {lab}",
+                share,
+                percent(share),
+                "docs/metrics/contention.md",
+            )
             for lab, share, _ in hit
         ),
     )

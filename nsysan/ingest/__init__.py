@@ -91,13 +91,17 @@ def _read_file(db: ExportDB, source: int, host: str | None) -> _FileTables:
         "processes": nsys.read_processes(db, source),
         "gpu_metrics": nsys.read_gpu_metrics(db, source),
     }
-    used = pl.concat(
-        [
-            tables[t].select("pid", pl.col("device_id").cast(pl.Int64))
-            # GPUs are those that ran work; a sync record alone does not make one.
-            for t in ("kernels", "memcpy", "memset")
-        ]
-    ).unique().sort("pid", "device_id")
+    used = (
+        pl.concat(
+            [
+                tables[t].select("pid", pl.col("device_id").cast(pl.Int64))
+                # GPUs are those that ran work; a sync record alone does not make one.
+                for t in ("kernels", "memcpy", "memset")
+            ]
+        )
+        .unique()
+        .sort("pid", "device_id")
+    )
     target_gpus = nsys.read_target_gpus(db)
     devices = identity.map_devices(
         used, target_gpus, nsys.read_cuda_gpus(db), nsys.read_cuda_device_map(db)
@@ -130,7 +134,11 @@ def load_trace(paths: Sequence[str | Path]) -> model.Trace:
         infos = [_source_info(db) for db in dbs]
         order = sorted(
             range(len(dbs)),
-            key=lambda i: (infos[i].utc_start_ns is None, infos[i].utc_start_ns or 0, str(infos[i].path)),
+            key=lambda i: (
+                infos[i].utc_start_ns is None,
+                infos[i].utc_start_ns or 0,
+                str(infos[i].path),
+            ),
         )
         files = [_read_file(dbs[i], src, infos[i].host) for src, i in enumerate(order)]
     finally:
@@ -220,7 +228,9 @@ def _number_gpus(files: list[_FileTables]) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     gpus = first.with_columns(
         pl.when(pl.col("compute_major").is_not_null())
-        .then(pl.col("compute_major").cast(pl.String) + "." + pl.col("compute_minor").cast(pl.String))
+        .then(
+            pl.col("compute_major").cast(pl.String) + "." + pl.col("compute_minor").cast(pl.String)
+        )
         .alias("compute_capability")
     )
     device_gpu = devices.join(first.select("gpu_key", "gpu"), on="gpu_key").select(

@@ -49,9 +49,11 @@ def map_devices(
         "pid", "device_id", pl.col("bus_key").alias("cuda_bus_key")
     )
     by_bus = by_map.join(cuda.unique(["pid", "device_id"]), on=["pid", "device_id"], how="left")
-    bus_to_id = targets.filter(pl.col("bus_key").is_not_null()).select(
-        pl.col("bus_key").alias("cuda_bus_key"), pl.col("target_id").alias("id_from_bus")
-    ).unique("cuda_bus_key")
+    bus_to_id = (
+        targets.filter(pl.col("bus_key").is_not_null())
+        .select(pl.col("bus_key").alias("cuda_bus_key"), pl.col("target_id").alias("id_from_bus"))
+        .unique("cuda_bus_key")
+    )
     by_bus = by_bus.join(bus_to_id, on="cuda_bus_key", how="left")
     known_ids = targets.select(pl.col("target_id").alias("id_from_ordinal")).with_columns(
         pl.col("id_from_ordinal").alias("device_id_key")
@@ -72,7 +74,9 @@ def map_devices(
     ).select("pid", "device_id", "target_id", "via")
     props = resolved.join(targets.drop("bus_key"), on="target_id", how="left")
     # Pre-2021 exports keep the CUDA properties per (pid, ordinal) instead.
-    cuda_props = cuda_gpus.rename({c: f"cuda_{c}" for c in cuda_gpus.columns if c not in ("pid", "device_id")})
+    cuda_props = cuda_gpus.rename(
+        {c: f"cuda_{c}" for c in cuda_gpus.columns if c not in ("pid", "device_id")}
+    )
     props = props.join(cuda_props.unique(["pid", "device_id"]), on=["pid", "device_id"], how="left")
     fill = [
         "name",
@@ -84,10 +88,10 @@ def map_devices(
         "compute_major",
         "compute_minor",
     ]
-    return props.with_columns(
-        [pl.coalesce(pl.col(c), pl.col(f"cuda_{c}")).alias(c) for c in fill]
-    ).with_columns(normalize_bus(pl.col("pci_bus")).alias("pci_bus")).drop(
-        [f"cuda_{c}" for c in cuda_gpus.columns if c not in ("pid", "device_id")]
+    return (
+        props.with_columns([pl.coalesce(pl.col(c), pl.col(f"cuda_{c}")).alias(c) for c in fill])
+        .with_columns(normalize_bus(pl.col("pci_bus")).alias("pci_bus"))
+        .drop([f"cuda_{c}" for c in cuda_gpus.columns if c not in ("pid", "device_id")])
     )
 
 
@@ -103,8 +107,10 @@ def gpu_keys(devices: pl.DataFrame, host: str | None, source: int) -> pl.DataFra
         .when(pl.col("pci_bus").is_not_null())
         .then(pl.lit(f"{host_label}/pci:") + pl.col("pci_bus"))
         .otherwise(
-            pl.lit(f"{host_label}/pid{''}") + pl.col("pid").cast(pl.String)
-            + pl.lit("/cuda") + pl.col("device_id").cast(pl.String)
+            pl.lit(f"{host_label}/pid{''}")
+            + pl.col("pid").cast(pl.String)
+            + pl.lit("/cuda")
+            + pl.col("device_id").cast(pl.String)
         )
         .alias("gpu_key"),
         pl.when(has_uuid)

@@ -247,9 +247,7 @@ def read_nvtx(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFrame:
             df = df.with_columns(pl.lit(None, dtype=dtype).alias(col))
     df = _resolve(df, strings, "text_id", "registered_text")
     df = df.with_columns(
-        pl.coalesce(pl.col("inline_text").cast(pl.String), pl.col("registered_text")).alias(
-            "text"
-        ),
+        pl.coalesce(pl.col("inline_text").cast(pl.String), pl.col("registered_text")).alias("text"),
         pl.col("event_type_id")
         .cast(pl.Int64)
         .replace_strict(NVTX_EVENT_TYPES, default=None, return_dtype=pl.String)
@@ -325,7 +323,7 @@ def read_gpu_metrics(db: ExportDB, source: int) -> pl.DataFrame:
     """
     if db.has("GPU_METRICS") and db.has("TARGET_INFO_GPU_METRICS") and db.has_rows("GPU_METRICS"):
         df = db.read(
-            'SELECT m.timestamp AS time_ns, m.typeId AS type_id, i.metricName AS metric, '
+            "SELECT m.timestamp AS time_ns, m.typeId AS type_id, i.metricName AS metric, "
             'm.value AS value FROM "GPU_METRICS" m JOIN "TARGET_INFO_GPU_METRICS" i '
             "ON m.typeId = i.typeId AND m.metricId = i.metricId"
         )
@@ -353,7 +351,12 @@ def _read_generic_gpu_metrics(db: ExportDB) -> pl.DataFrame:
     )
     if raw.is_empty():
         return pl.DataFrame(
-            schema={"time_ns": pl.Int64, "type_id": pl.Int64, "metric": pl.String, "value": pl.Float64}
+            schema={
+                "time_ns": pl.Int64,
+                "type_id": pl.Int64,
+                "metric": pl.String,
+                "value": pl.Float64,
+            }
         )
     decoded = raw.with_columns(pl.col("data").str.json_decode(infer_schema_length=None)).unnest(
         "data"
@@ -446,7 +449,13 @@ def read_cuda_device_map(db: ExportDB) -> pl.DataFrame:
     schema = {"pid": pl.Int64, "device_id": pl.Int64, "target_id": pl.Int64}
     if not db.has("TARGET_INFO_CUDA_DEVICE"):
         return pl.DataFrame(schema=schema)
-    df = db.read(_select(db, "TARGET_INFO_CUDA_DEVICE", {"pid": "pid", "device_id": "cudaId", "target_id": "gpuId"}))
+    df = db.read(
+        _select(
+            db,
+            "TARGET_INFO_CUDA_DEVICE",
+            {"pid": "pid", "device_id": "cudaId", "target_id": "gpuId"},
+        )
+    )
     return model.conform(df, schema)
 
 

@@ -41,12 +41,27 @@ GAP_COLOUR = "#d92d20"
 
 # One colour per GPU row, the same in every chart (Okabe–Ito, colour-blind safe).
 GPU_PALETTE = (
-    "#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#7f7f7f", "#f0e442",
+    "#0072b2",
+    "#e69f00",
+    "#009e73",
+    "#cc79a7",
+    "#56b4e9",
+    "#d55e00",
+    "#7f7f7f",
+    "#f0e442",
 )
 # Categories of stacked shares (host causes, bound classes, collective types).
 CATEGORY_PALETTE = (
-    "#3b6fb6", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f",
-    "#bab0ac", "#ff9da7",
+    "#3b6fb6",
+    "#f28e2b",
+    "#59a14f",
+    "#e15759",
+    "#76b7b2",
+    "#edc948",
+    "#b07aa1",
+    "#9c755f",
+    "#bab0ac",
+    "#ff9da7",
 )
 # Busy share 0 → pale (idle stands out as a hole), 1 → dark blue.
 BUSY_SCALE = ((0.0, "#fdf1e1"), (0.35, "#f6c48f"), (0.7, "#6a9fd4"), (1.0, "#17365d"))
@@ -81,7 +96,8 @@ def timeline_chart(view: TimelineView, div_id: str, lang: str = "en") -> str:
     equal_bins = all(b - a == view.bin_ns for a, b in zip(starts, starts[1:], strict=False))
     x_axis: dict[str, Any] = (
         {"x0": round(view.bin_ns / 2 / scale, digits + 1), "dx": view.bin_ns / scale}
-        if equal_bins else {"x": x_edges}
+        if equal_bins
+        else {"x": x_edges}
     )
     busy = t("chart.busy_share", lang)
 
@@ -111,8 +127,13 @@ def timeline_chart(view: TimelineView, div_id: str, lang: str = "en") -> str:
         x0 = round((start_ns - origin) / scale, digits + 1)
         x1 = round((end_ns - origin) / scale, digits + 1)
         fig.add_shape(
-            type="rect", x0=x0, x1=x1, y0=row - 0.44, y1=row + 0.44,
-            line={"color": GAP_COLOUR, "width": 1.2}, fillcolor="rgba(217,45,32,0.10)",
+            type="rect",
+            x0=x0,
+            x1=x1,
+            y0=row - 0.44,
+            y1=row + 0.44,
+            line={"color": GAP_COLOUR, "width": 1.2},
+            fillcolor="rgba(217,45,32,0.10)",
             layer="above",
         )
         gap_x.append(round((x0 + x1) / 2, digits + 1))
@@ -124,9 +145,16 @@ def timeline_chart(view: TimelineView, div_id: str, lang: str = "en") -> str:
     if gap_x:
         fig.add_trace(
             go.Scatter(
-                x=gap_x, y=gap_y, mode="markers", cliponaxis=False,
-                marker={"symbol": "triangle-down", "size": 9, "color": GAP_COLOUR,
-                        "line": {"width": 1, "color": "#ffffff"}},
+                x=gap_x,
+                y=gap_y,
+                mode="markers",
+                cliponaxis=False,
+                marker={
+                    "symbol": "triangle-down",
+                    "size": 9,
+                    "color": GAP_COLOUR,
+                    "line": {"width": 1, "color": "#ffffff"},
+                },
                 text=gap_text,
                 hovertemplate="%{text}<extra></extra>",
                 name=t("chart.longest_gaps", lang),
@@ -138,16 +166,28 @@ def timeline_chart(view: TimelineView, div_id: str, lang: str = "en") -> str:
         _layout(height=max(220, 100 + 46 * n)),
         legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
         coloraxis={
-            "colorscale": [list(stop) for stop in BUSY_SCALE], "cmin": 0, "cmax": 1,
-            "colorbar": {"title": {"text": busy, "side": "right"}, "tickformat": ".0%",
-                         "thickness": 12, "len": 0.9, "outlinewidth": 0},
+            "colorscale": [list(stop) for stop in BUSY_SCALE],
+            "cmin": 0,
+            "cmax": 1,
+            "colorbar": {
+                "title": {"text": busy, "side": "right"},
+                "tickformat": ".0%",
+                "thickness": 12,
+                "len": 0.9,
+                "outlinewidth": 0,
+            },
         },
     )
-    fig.update_xaxes(title_text=t("chart.time", lang, unit=unit), showgrid=False,
-                     range=[x_edges[0], x_edges[-1]])
-    fig.update_yaxes(range=[n - 0.5, -0.62], showgrid=False, tickmode="array",
-                     tickvals=list(range(n)),
-                     ticktext=[_tick(label) for label in view.gpu_labels[:n]])
+    fig.update_xaxes(
+        title_text=t("chart.time", lang, unit=unit), showgrid=False, range=[x_edges[0], x_edges[-1]]
+    )
+    fig.update_yaxes(
+        range=[n - 0.5, -0.62],
+        showgrid=False,
+        tickmode="array",
+        tickvals=list(range(n)),
+        ticktext=[_tick(label) for label in view.gpu_labels[:n]],
+    )
     return _div(fig, div_id)
 
 
@@ -164,21 +204,30 @@ def histogram_chart(view: HistogramView, div_id: str, lang: str = "en") -> str:
         times = view.time_ns[g] if g < len(view.time_ns) else ()
         fig.add_trace(
             go.Bar(
-                x=buckets, y=list(counts), name=name, legendgroup=f"g{g}",
+                x=buckets,
+                y=list(counts),
+                name=name,
+                legendgroup=f"g{g}",
                 marker_color=colour,
                 customdata=[fmt.count(c) for c in counts],
                 hovertemplate=f"{full}<br>%{{x}}: %{{customdata}}<extra></extra>",
             ),
-            row=1, col=1,
+            row=1,
+            col=1,
         )
         fig.add_trace(
             go.Bar(
-                x=buckets, y=[_round(v / scale, 4) for v in times], name=name,
-                legendgroup=f"g{g}", showlegend=False, marker_color=colour,
+                x=buckets,
+                y=[_round(v / scale, 4) for v in times],
+                name=name,
+                legendgroup=f"g{g}",
+                showlegend=False,
+                marker_color=colour,
                 customdata=[_text(fmt.duration(v)) for v in times],
                 hovertemplate=f"{full}<br>%{{x}}: %{{customdata}}<extra></extra>",
             ),
-            row=1, col=2,
+            row=1,
+            col=2,
         )
     positive = [c for row in view.counts for c in row if c > 0]
     log_counts = bool(positive) and max(positive) > 100 * min(positive)
@@ -189,8 +238,12 @@ def histogram_chart(view: HistogramView, div_id: str, lang: str = "en") -> str:
         legend={"orientation": "h", "x": 0, "y": 1.04, "yanchor": "bottom"},
     )
     fig.update_xaxes(title_text=t("chart.gap_size", lang), showgrid=False)
-    fig.update_yaxes(title_text=t("chart.gap_count", lang), row=1, col=1,
-                     **({"type": "log", "dtick": 1} if log_counts else {}))
+    fig.update_yaxes(
+        title_text=t("chart.gap_count", lang),
+        row=1,
+        col=1,
+        **({"type": "log", "dtick": 1} if log_counts else {}),
+    )
     fig.update_yaxes(title_text=t("chart.gap_time", lang, unit=unit), row=1, col=2)
     return _div(fig, div_id)
 
@@ -214,14 +267,24 @@ def matrix_chart(view: MatrixView, div_id: str, lang: str = "en") -> str:
         high = max(present, default=1.0)
     fig = go.Figure(
         go.Heatmap(
-            z=z, x=list(range(n)), y=list(range(n)), text=text, texttemplate="%{text}",
+            z=z,
+            x=list(range(n)),
+            y=list(range(n)),
+            text=text,
+            texttemplate="%{text}",
             customdata=[[[labels[i], labels[j]] for j in range(n)] for i in range(n)],
             textfont={"size": 12},
-            zmin=low, zmax=high if high > low else low + 1,
+            zmin=low,
+            zmax=high if high > low else low + 1,
             colorscale=scale,
-            hoverongaps=False, xgap=2, ygap=2,
-            colorbar={"title": {"text": _text(view.value_label), "side": "right"},
-                      "thickness": 12, "outlinewidth": 0},
+            hoverongaps=False,
+            xgap=2,
+            ygap=2,
+            colorbar={
+                "title": {"text": _text(view.value_label), "side": "right"},
+                "thickness": 12,
+                "outlinewidth": 0,
+            },
             hovertemplate=(
                 f"%{{customdata[0]}}<br>× %{{customdata[1]}}<br>{_text(view.value_label)}: "
                 "%{text}<extra></extra>"
@@ -230,12 +293,21 @@ def matrix_chart(view: MatrixView, div_id: str, lang: str = "en") -> str:
     )
     fig.update_layout(_layout(height=min(640, 110 + 44 * max(n, 3))))
     # Columns get short tick labels (full names are on the rows and in the hover).
-    fig.update_xaxes(tickmode="array", tickvals=list(range(n)),
-                     ticktext=_column_ticks(view.labels),
-                     showgrid=False, side="top", tickangle=0)
-    fig.update_yaxes(tickmode="array", tickvals=list(range(n)),
-                     ticktext=[_tick(label) for label in view.labels],
-                     showgrid=False, autorange="reversed")
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(range(n)),
+        ticktext=_column_ticks(view.labels),
+        showgrid=False,
+        side="top",
+        tickangle=0,
+    )
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=list(range(n)),
+        ticktext=[_tick(label) for label in view.labels],
+        showgrid=False,
+        autorange="reversed",
+    )
     return _div(fig, div_id)
 
 
@@ -248,9 +320,14 @@ def stacked_chart(view: StackedSharesView, div_id: str, lang: str = "en") -> str
         values = [_round(row[c] if c < len(row) else 0.0, 4) for row in view.shares]
         fig.add_trace(
             go.Bar(
-                y=labels, x=values, name=name, orientation="h",
+                y=labels,
+                x=values,
+                name=name,
+                orientation="h",
                 marker_color=CATEGORY_PALETTE[c % len(CATEGORY_PALETTE)],
-                texttemplate="%{x:.0%}", textposition="inside", insidetextanchor="middle",
+                texttemplate="%{x:.0%}",
+                textposition="inside",
+                insidetextanchor="middle",
                 textangle=0,
                 textfont={"size": 11},
                 hovertemplate=f"%{{y}}<br>{full}: %{{x:.1%}}<extra></extra>",
@@ -260,12 +337,12 @@ def stacked_chart(view: StackedSharesView, div_id: str, lang: str = "en") -> str
         _layout(height=max(200, 110 + 34 * len(labels))),
         barmode="stack",
         uniformtext={"minsize": 9, "mode": "hide"},
-        legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom",
-                "traceorder": "normal"},
+        legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom", "traceorder": "normal"},
     )
     fig.update_xaxes(range=[0, 1], tickformat=".0%", title_text=t("chart.share", lang))
-    fig.update_yaxes(type="category", autorange="reversed", showgrid=False,
-                     **_ticks(labels, view.gpu_labels))
+    fig.update_yaxes(
+        type="category", autorange="reversed", showgrid=False, **_ticks(labels, view.gpu_labels)
+    )
     return _div(fig, div_id)
 
 
@@ -284,7 +361,9 @@ def series_chart(view: SeriesView, div_id: str, lang: str = "en") -> str:
             go.Scatter(
                 x=[_round((x - origin) / scale, 6) for x in xs],
                 y=[_round(y, 4) for y in ys],
-                name=name, mode="lines", connectgaps=False,
+                name=name,
+                mode="lines",
+                connectgaps=False,
                 line={"color": GPU_PALETTE[g % len(GPU_PALETTE)], "width": 1.6},
                 hovertemplate=f"{full}<br>%{{x}} {unit}: %{{y}}<extra></extra>",
             )
@@ -300,8 +379,14 @@ def series_chart(view: SeriesView, div_id: str, lang: str = "en") -> str:
 
 
 def _layout(height: int) -> dict[str, Any]:
-    axis = {"gridcolor": GRID, "linecolor": AXIS, "zeroline": False, "automargin": True,
-            "tickfont": {"color": MUTED}, "title": {"font": {"color": MUTED}}}
+    axis = {
+        "gridcolor": GRID,
+        "linecolor": AXIS,
+        "zeroline": False,
+        "automargin": True,
+        "tickfont": {"color": MUTED},
+        "title": {"font": {"color": MUTED}},
+    }
     return {
         "template": go.layout.Template(),
         "height": height,
@@ -318,9 +403,7 @@ def _layout(height: int) -> dict[str, Any]:
 
 
 def _div(fig: go.Figure, div_id: str) -> str:
-    fragment = fig.to_html(
-        full_html=False, include_plotlyjs=False, div_id=div_id, config=CONFIG
-    )
+    fragment = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=CONFIG)
     return _SCRIPT.sub(
         lambda m: m.group(1) + _JSON_STRING.sub(_escape_json, m.group(2)) + m.group(3),
         fragment,
@@ -341,7 +424,7 @@ def _tick(label: str, limit: int = 34) -> str:
     """A tick or legend label: long names are cut in the middle (hover shows them whole)."""
     if len(label) > limit:
         keep = limit - 1
-        label = label[: (keep + 1) // 2] + "…" + label[len(label) - keep // 2:]
+        label = label[: (keep + 1) // 2] + "…" + label[len(label) - keep // 2 :]
     return _text(label)
 
 
@@ -376,4 +459,3 @@ def _decimals(step: float) -> int:
     if step <= 0:
         return 3
     return max(0, 2 - math.floor(math.log10(step)))
-

@@ -14,7 +14,6 @@ from nsysan.diagnose import diagnose
 from nsysan.report import fmt
 from nsysan.report.jsonout import SCHEMA_VERSION, to_jsonable
 
-
 # Per-event tables: one row per gap, interval, kernel instance or sample. They make
 # the document grow with the trace, so they are left out unless ``detail="full"``.
 EVENT_TABLES: dict[str, tuple[str, ...]] = {
@@ -69,7 +68,9 @@ def analysis_document(analysis: Analysis, detail: str = "summary") -> dict[str, 
         "findings": to_jsonable(diagnosis.findings),
         "myths": to_jsonable(diagnosis.myths),
         "detail": detail,
-        "results": {name: _result_json(name, result, detail) for name, result in analysis.results.items()},
+        "results": {
+            name: _result_json(name, result, detail) for name, result in analysis.results.items()
+        },
     }
 
 

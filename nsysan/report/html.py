@@ -107,7 +107,9 @@ def render_html(view: ReportView) -> str:
             "appendix.plotly",
             plotly_version=_plotly_js_version(),
             plotly_size=fmt.nbytes(_plotly_js_bytes()),
-        ) if chart_count else "",
+        )
+        if chart_count
+        else "",
         "meta_json": script_json(_metadata(view)),
     }
     return _template().render(context)
@@ -149,38 +151,50 @@ def _charts(section: Section, anchor: str, lang: str) -> tuple[_Chart, ...]:
     out: list[_Chart] = []
     if section.timeline is not None:
         tl = section.timeline
-        out.append(_Chart(
-            Markup(charts.timeline_chart(tl, f"chart-{anchor}-timeline", lang)),
-            "timeline",
-            t("timeline.title", lang),
-            t("timeline.explain", lang, bin=fmt.duration(tl.bin_ns)),
-            tl.note,
-        ))
+        out.append(
+            _Chart(
+                Markup(charts.timeline_chart(tl, f"chart-{anchor}-timeline", lang)),
+                "timeline",
+                t("timeline.title", lang),
+                t("timeline.explain", lang, bin=fmt.duration(tl.bin_ns)),
+                tl.note,
+            )
+        )
     if section.histogram is not None:
-        out.append(_Chart(
-            Markup(charts.histogram_chart(section.histogram, f"chart-{anchor}-histogram", lang)),
-            "histogram",
-            t("histogram.title", lang),
-            t("histogram.explain", lang),
-        ))
+        out.append(
+            _Chart(
+                Markup(
+                    charts.histogram_chart(section.histogram, f"chart-{anchor}-histogram", lang)
+                ),
+                "histogram",
+                t("histogram.title", lang),
+                t("histogram.explain", lang),
+            )
+        )
     if section.matrix is not None:
-        out.append(_Chart(
-            Markup(charts.matrix_chart(section.matrix, f"chart-{anchor}-matrix", lang)),
-            "matrix",
-            section.matrix.title,
-        ))
+        out.append(
+            _Chart(
+                Markup(charts.matrix_chart(section.matrix, f"chart-{anchor}-matrix", lang)),
+                "matrix",
+                section.matrix.title,
+            )
+        )
     for i, stacked in enumerate(section.stacked):
-        out.append(_Chart(
-            Markup(charts.stacked_chart(stacked, f"chart-{anchor}-stacked-{i}", lang)),
-            "stacked",
-            stacked.title,
-        ))
+        out.append(
+            _Chart(
+                Markup(charts.stacked_chart(stacked, f"chart-{anchor}-stacked-{i}", lang)),
+                "stacked",
+                stacked.title,
+            )
+        )
     for i, series in enumerate(section.series):
-        out.append(_Chart(
-            Markup(charts.series_chart(series, f"chart-{anchor}-series-{i}", lang)),
-            "series",
-            series.title,
-        ))
+        out.append(
+            _Chart(
+                Markup(charts.series_chart(series, f"chart-{anchor}-series-{i}", lang)),
+                "series",
+                series.title,
+            )
+        )
     return tuple(out)
 
 
@@ -214,9 +228,7 @@ def _anchor(key: str, used: set[str]) -> str:
 
 def _severity_counts(view: ReportView) -> tuple[tuple[str, int], ...]:
     order = ("critical", "warning", "info")
-    return tuple(
-        (sev, n) for sev in order if (n := sum(f.severity == sev for f in view.findings))
-    )
+    return tuple((sev, n) for sev in order if (n := sum(f.severity == sev for f in view.findings)))
 
 
 def _metadata(view: ReportView) -> dict[str, Any]:

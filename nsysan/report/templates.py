@@ -21,6 +21,5 @@ def templates_dir() -> Path:
     if (checkout / "report.html.j2").is_file():
         return checkout
     raise RuntimeError(
-        f"nsysan report templates not found (looked in {packaged} and {checkout}); "
-        "reinstall nsysan"
+        f"nsysan report templates not found (looked in {packaged} and {checkout}); reinstall nsysan"
     )

@@ -51,7 +51,10 @@ TITLES: dict[str, dict[str, str]] = {
     "gaps": {"en": "Gaps and their sizes", "zh": "间隙及其大小分布"},
     "stagger": {"en": "Stagger of gaps across GPUs", "zh": "各卡间隙的错开程度"},
     "host": {"en": "Host-side cause of gap time", "zh": "间隙时间的主机侧原因"},
-    "balance": {"en": "Load balance, kernels behind the skew, drift", "zh": "负载均衡、造成偏差的内核与漂移"},
+    "balance": {
+        "en": "Load balance, kernels behind the skew, drift",
+        "zh": "负载均衡、造成偏差的内核与漂移",
+    },
     "dashboard": {"en": "Dashboard view vs timeline view", "zh": "监控面板视图与时间线视图"},
     "communication": {"en": "Communication (NCCL)", "zh": "通信（NCCL）"},
     "bound": {"en": "Memory- vs compute-bound", "zh": "带宽受限与计算受限"},
@@ -99,9 +102,12 @@ def _short(labels: dict[int, str]) -> tuple[str, ...]:
 def build_view(analysis: Analysis, diagnosis: Diagnosis, lang: Lang = "en") -> ReportView:
     """The whole report's view model for ``lang``."""
     labels = _gpu_labels(analysis)
-    title = _l(lang, "nsysan report", "nsysan 报告") + ": " + ", ".join(
-        p.rsplit("/", 1)[-1] for p in analysis.trace.sources["path"].to_list()[:4]
-    ) + (" …" if analysis.trace.sources.height > 4 else "")
+    title = (
+        _l(lang, "nsysan report", "nsysan 报告")
+        + ": "
+        + ", ".join(p.rsplit("/", 1)[-1] for p in analysis.trace.sources["path"].to_list()[:4])
+        + (" …" if analysis.trace.sources.height > 4 else "")
+    )
     findings = tuple(_finding_view(f, lang) for f in diagnosis.findings)
     myths = tuple(
         MythView(
@@ -144,8 +150,14 @@ def _finding_view(f: Any, lang: Lang) -> FindingView:
         severity=f.severity,
         title=f.title[lang],
         claim=f.claim[lang],
-        cause_category=_l(lang, f"seed {f.seed_section}: {f.cause_category}", f"种子章节 {f.seed_section}：{f.cause_category}"),
-        evidence=tuple(Evidence(label=e.label, value_text=e.display, source=e.source) for e in f.evidence),
+        cause_category=_l(
+            lang,
+            f"seed {f.seed_section}: {f.cause_category}",
+            f"种子章节 {f.seed_section}：{f.cause_category}",
+        ),
+        evidence=tuple(
+            Evidence(label=e.label, value_text=e.display, source=e.source) for e in f.evidence
+        ),
         recommendation=f.recommendation[lang],
     )
 
@@ -223,7 +235,11 @@ def _gpu_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Sect
         "GR Active comes from GPU metrics (n/a when the trace has none).",
         f"时间窗：{window.kind}；忙碌 = 该卡上所有流的内核区间并集。GR Active 来自 GPU 指标（无指标时为 n/a）。",
     )
-    return Section(key="gpus", title=TITLES["gpus"][lang], tables=(Table(columns=columns, rows=tuple(rows), note=note),))
+    return Section(
+        key="gpus",
+        title=TITLES["gpus"][lang],
+        tables=(Table(columns=columns, rows=tuple(rows), note=note),),
+    )
 
 
 def _cause_label(cause: str, lang: Lang) -> str:
@@ -243,7 +259,10 @@ def _binned_busy(intervals: pl.DataFrame, gpu: int, edges: np.ndarray) -> np.nda
     idx = np.searchsorted(starts, edges, side="right") - 1
     covered = np.where(
         idx >= 0,
-        cum[np.clip(idx, 0, None)] + np.clip(np.minimum(edges, ends[np.clip(idx, 0, None)]) - starts[np.clip(idx, 0, None)], 0, None),
+        cum[np.clip(idx, 0, None)]
+        + np.clip(
+            np.minimum(edges, ends[np.clip(idx, 0, None)]) - starts[np.clip(idx, 0, None)], 0, None
+        ),
         0,
     )
     return np.diff(covered).astype(float)
@@ -264,10 +283,15 @@ def _timeline_section(analysis: Analysis, labels: dict[int, str], lang: Lang) ->
         g = row["gpu"]
         share = _binned_busy(busy.intervals, g, edges) / bin_ns
         inside = (edges[1:] > row["window_start_ns"]) & (edges[:-1] < row["window_end_ns"])
-        matrix.append(tuple(round(float(v), 3) if ok else None for v, ok in zip(share, inside, strict=True)))
+        matrix.append(
+            tuple(round(float(v), 3) if ok else None for v, ok in zip(share, inside, strict=True))
+        )
     gpu_rows = {g: i for i, g in enumerate(windows["gpu"].to_list())}
     longest = analysis.gaps.gaps.sort("duration_ns", descending=True).head(TIMELINE_MAX_GAPS)
-    gaps = tuple((gpu_rows[g], int(s), int(e)) for g, s, e in longest.select("gpu", "start_ns", "end_ns").iter_rows())
+    gaps = tuple(
+        (gpu_rows[g], int(s), int(e))
+        for g, s, e in longest.select("gpu", "start_ns", "end_ns").iter_rows()
+    )
     n_kernels = analysis.trace.kernels.height
     note = _l(
         lang,
@@ -290,10 +314,19 @@ def _gaps_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Sec
     gaps = analysis.gaps
     assert gaps is not None
     dist = gaps.distribution.sort("gpu", "bucket")
-    buckets = tuple(dist.filter(pl.col("gpu") == dist["gpu"][0])["label"].to_list()) if dist.height else ()
+    buckets = (
+        tuple(dist.filter(pl.col("gpu") == dist["gpu"][0])["label"].to_list())
+        if dist.height
+        else ()
+    )
     gpu_ids = sorted(dist["gpu"].unique().to_list()) if dist.height else []
-    counts = tuple(tuple(int(v) for v in dist.filter(pl.col("gpu") == g)["count"].to_list()) for g in gpu_ids)
-    times = tuple(tuple(int(v) for v in dist.filter(pl.col("gpu") == g)["total_ns"].to_list()) for g in gpu_ids)
+    counts = tuple(
+        tuple(int(v) for v in dist.filter(pl.col("gpu") == g)["count"].to_list()) for g in gpu_ids
+    )
+    times = tuple(
+        tuple(int(v) for v in dist.filter(pl.col("gpu") == g)["total_ns"].to_list())
+        for g in gpu_ids
+    )
     paragraphs = [
         _l(
             lang,
@@ -306,14 +339,28 @@ def _gaps_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Sec
     if analysis.nvidia_gaps is not None:
         ng = analysis.nvidia_gaps.summary
         rows = tuple(
-            (str(r["pid"]), str(r["device_id"]), fmt.percent(r["gap_share"]), fmt.count(r["gap_count"]))
+            (
+                str(r["pid"]),
+                str(r["device_id"]),
+                fmt.percent(r["gap_share"]),
+                fmt.count(r["gap_count"]),
+            )
             for r in ng.iter_rows(named=True)
         )
         tables.append(
             Table(
-                columns=("PID", "CUDA device", _l(lang, "gap share (NVIDIA gpu_gaps)", "间隙占比（NVIDIA gpu_gaps 口径）"), _l(lang, "gaps", "间隙数")),
+                columns=(
+                    "PID",
+                    "CUDA device",
+                    _l(lang, "gap share (NVIDIA gpu_gaps)", "间隙占比（NVIDIA gpu_gaps 口径）"),
+                    _l(lang, "gaps", "间隙数"),
+                ),
                 rows=rows,
-                note=_l(lang, "busy = kernels + memcpy + memset + profiler overhead per process and device, as `nsys analyze -r gpu_gaps`.", "忙碌 = 每进程每设备的内核 + memcpy + memset + 采集开销，与 `nsys analyze -r gpu_gaps` 相同。"),
+                note=_l(
+                    lang,
+                    "busy = kernels + memcpy + memset + profiler overhead per process and device, as `nsys analyze -r gpu_gaps`.",
+                    "忙碌 = 每进程每设备的内核 + memcpy + memset + 采集开销，与 `nsys analyze -r gpu_gaps` 相同。",
+                ),
             )
         )
     return Section(
@@ -335,7 +382,11 @@ def _gaps_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Sec
 def _stagger_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
     s = analysis.stagger
     if s is None:
-        return Section(key="stagger", title=TITLES["stagger"][lang], unavailable=analysis.unavailable.get("stagger", ""))
+        return Section(
+            key="stagger",
+            title=TITLES["stagger"][lang],
+            unavailable=analysis.unavailable.get("stagger", ""),
+        )
     gpu_ids = sorted(labels)
     index = {g: i for i, g in enumerate(gpu_ids)}
     values: list[list[float | None]] = [[None] * len(gpu_ids) for _ in gpu_ids]
@@ -345,7 +396,12 @@ def _stagger_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
             continue
         score = None if r["stagger_score"] is None else round(float(r["stagger_score"]), 3)
         values[a][b] = values[b][a] = score
-    verdict_zh = {"aligned": "对齐", "independent": "互不相关", "staggered": "错开", "not applicable": "不适用"}
+    verdict_zh = {
+        "aligned": "对齐",
+        "independent": "互不相关",
+        "staggered": "错开",
+        "not applicable": "不适用",
+    }
     para = _l(
         lang,
         f"Verdict: {s.verdict}. {s.reason}. All GPUs idle together {fmt.percent(s.all_idle_share)} of the common window "
@@ -355,9 +411,17 @@ def _stagger_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
     )
     idle = s.idle_count.sort("idle_gpus")
     table = Table(
-        columns=(_l(lang, "GPUs idle at once", "同时空闲的卡数"), _l(lang, "observed share", "实测占比"), _l(lang, "if independent", "独立时的期望")),
+        columns=(
+            _l(lang, "GPUs idle at once", "同时空闲的卡数"),
+            _l(lang, "observed share", "实测占比"),
+            _l(lang, "if independent", "独立时的期望"),
+        ),
         rows=tuple(
-            (str(r["idle_gpus"]), fmt.percent(r["observed_share"]), fmt.percent(r["expected_share"]))
+            (
+                str(r["idle_gpus"]),
+                fmt.percent(r["observed_share"]),
+                fmt.percent(r["expected_share"]),
+            )
             for r in idle.iter_rows(named=True)
         ),
     )
@@ -369,7 +433,11 @@ def _stagger_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
         matrix=MatrixView(
             labels=tuple(f"GPU {g}" for g in gpu_ids),
             values=tuple(tuple(row) for row in values),
-            title=_l(lang, "stagger score per GPU pair (−1 aligned, 0 independent, +1 staggered)", "逐对错开分数（−1 对齐，0 独立，+1 错开）"),
+            title=_l(
+                lang,
+                "stagger score per GPU pair (−1 aligned, 0 independent, +1 staggered)",
+                "逐对错开分数（−1 对齐，0 独立，+1 错开）",
+            ),
             value_label=_l(lang, "stagger score", "错开分数"),
             center=0.0,
         ),
@@ -379,17 +447,28 @@ def _stagger_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
 def _host_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
     h = analysis.host
     if h is None:
-        return Section(key="host", title=TITLES["host"][lang], unavailable=analysis.unavailable.get("host", ""))
+        return Section(
+            key="host", title=TITLES["host"][lang], unavailable=analysis.unavailable.get("host", "")
+        )
     shares = h.shares
-    causes = [c for c in dict.fromkeys(shares.sort("cause")["cause"].to_list()) if shares.filter(pl.col("cause") == c)["time_ns"].sum() > 0]
+    causes = [
+        c
+        for c in dict.fromkeys(shares.sort("cause")["cause"].to_list())
+        if shares.filter(pl.col("cause") == c)["time_ns"].sum() > 0
+    ]
     gpu_ids = sorted(shares["gpu"].unique().to_list())
     matrix = []
     for g in gpu_ids:
         rows = shares.filter(pl.col("gpu") == g)
         total = float(rows["time_ns"].sum() or 0)
-        matrix.append(tuple(
-            round(float(rows.filter(pl.col("cause") == c)["time_ns"].sum()) / total, 4) if total else 0.0 for c in causes
-        ))
+        matrix.append(
+            tuple(
+                round(float(rows.filter(pl.col("cause") == c)["time_ns"].sum()) / total, 4)
+                if total
+                else 0.0
+                for c in causes
+            )
+        )
     paragraphs = [
         _l(
             lang,
@@ -404,16 +483,33 @@ def _host_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Sec
         top = h.nvtx.sort("covered_ns", descending=True).head(10)
         tables.append(
             Table(
-                columns=("GPU", _l(lang, "NVTX range on the feeding thread", "发射线程上的 NVTX 区间"), _l(lang, "gap time it covers", "覆盖的间隙时间")),
-                rows=tuple((f"GPU {r['gpu']}", str(r["text"]), fmt.duration(r["covered_ns"])) for r in top.iter_rows(named=True)),
+                columns=(
+                    "GPU",
+                    _l(lang, "NVTX range on the feeding thread", "发射线程上的 NVTX 区间"),
+                    _l(lang, "gap time it covers", "覆盖的间隙时间"),
+                ),
+                rows=tuple(
+                    (f"GPU {r['gpu']}", str(r["text"]), fmt.duration(r["covered_ns"]))
+                    for r in top.iter_rows(named=True)
+                ),
             )
         )
     if h.gil_threads.height:
         tables.append(
             Table(
-                columns=(_l(lang, "thread", "线程"), _l(lang, "wait call", "等待调用"), _l(lang, "~5 ms waits", "约 5 ms 的等待"), _l(lang, "GIL wait time", "GIL 等待时间")),
+                columns=(
+                    _l(lang, "thread", "线程"),
+                    _l(lang, "wait call", "等待调用"),
+                    _l(lang, "~5 ms waits", "约 5 ms 的等待"),
+                    _l(lang, "GIL wait time", "GIL 等待时间"),
+                ),
                 rows=tuple(
-                    (f"{r['pid']}/{r['tid']}", str(r["call"]), fmt.count(r["gil_waits"]), fmt.duration(r["gil_wait_ns"]))
+                    (
+                        f"{r['pid']}/{r['tid']}",
+                        str(r["call"]),
+                        fmt.count(r["gil_waits"]),
+                        fmt.duration(r["gil_wait_ns"]),
+                    )
                     for r in h.gil_threads.iter_rows(named=True)
                 ),
             )
@@ -439,7 +535,11 @@ def _host_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Sec
 def _dashboard_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
     d = analysis.dashboard
     if d is None:
-        return Section(key="dashboard", title=TITLES["dashboard"][lang], unavailable=analysis.unavailable.get("dashboard", ""))
+        return Section(
+            key="dashboard",
+            title=TITLES["dashboard"][lang],
+            unavailable=analysis.unavailable.get("dashboard", ""),
+        )
     rows = tuple(
         (
             f"GPU {r['gpu']}",
@@ -461,16 +561,32 @@ def _dashboard_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -
             _l(lang, "gap share (timeline)", "间隙占比（时间线）"),
         ),
         rows=rows,
-        note=_l(lang, f"Sample period {fmt.duration(d.period_ns)}.", f"采样周期 {fmt.duration(d.period_ns)}。") + (f" {d.period_note}" if d.period_note else ""),
+        note=_l(
+            lang,
+            f"Sample period {fmt.duration(d.period_ns)}.",
+            f"采样周期 {fmt.duration(d.period_ns)}。",
+        )
+        + (f" {d.period_note}" if d.period_note else ""),
     )
     periods = d.periods.filter(pl.col("complete")).sort("gpu", "period_start_ns")
     gpu_ids = sorted(periods["gpu"].unique().to_list())
     series = SeriesView(
-        title=_l(lang, "NVML-style utilization per sample period", "每个采样周期的 NVML 口径利用率"),
+        title=_l(
+            lang, "NVML-style utilization per sample period", "每个采样周期的 NVML 口径利用率"
+        ),
         y_label=_l(lang, "utilization", "利用率"),
         gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
-        x_ns=tuple(tuple(int(v) for v in periods.filter(pl.col("gpu") == g)["period_start_ns"].to_list()) for g in gpu_ids),
-        y=tuple(tuple(round(float(v), 4) for v in periods.filter(pl.col("gpu") == g)["util_share"].to_list()) for g in gpu_ids),
+        x_ns=tuple(
+            tuple(int(v) for v in periods.filter(pl.col("gpu") == g)["period_start_ns"].to_list())
+            for g in gpu_ids
+        ),
+        y=tuple(
+            tuple(
+                round(float(v), 4)
+                for v in periods.filter(pl.col("gpu") == g)["util_share"].to_list()
+            )
+            for g in gpu_ids
+        ),
     )
     para = _l(
         lang,
@@ -495,7 +611,11 @@ def _dashboard_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -
 def _balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
     imb = analysis.imbalance
     if imb is None:
-        return Section(key="balance", title=TITLES["balance"][lang], unavailable=analysis.unavailable.get("imbalance", ""))
+        return Section(
+            key="balance",
+            title=TITLES["balance"][lang],
+            unavailable=analysis.unavailable.get("imbalance", ""),
+        )
     per = imb.per_gpu.sort("gpu")
     rows = tuple(
         (
@@ -510,7 +630,14 @@ def _balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
     )
     tables = [
         Table(
-            columns=("GPU", _l(lang, "busy", "忙碌"), _l(lang, "busy share", "忙碌占比"), _l(lang, "compute (non-NCCL)", "计算（非 NCCL）"), "NCCL", _l(lang, "kernels", "内核数")),
+            columns=(
+                "GPU",
+                _l(lang, "busy", "忙碌"),
+                _l(lang, "busy share", "忙碌占比"),
+                _l(lang, "compute (non-NCCL)", "计算（非 NCCL）"),
+                "NCCL",
+                _l(lang, "kernels", "内核数"),
+            ),
             rows=rows,
             note=_l(
                 lang,
@@ -520,16 +647,36 @@ def _balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
             ),
         )
     ]
-    if imb.kernel_diff.height and imb.most_loaded_gpu is not None and imb.most_loaded_gpu != imb.least_loaded_gpu:
+    if (
+        imb.kernel_diff.height
+        and imb.most_loaded_gpu is not None
+        and imb.most_loaded_gpu != imb.least_loaded_gpu
+    ):
         diff = imb.kernel_diff.sort("diff_ns", descending=True).head(KERNEL_DIFF_ROWS)
         tables.append(
             Table(
-                columns=(_l(lang, "kernel", "内核"), f"GPU {imb.most_loaded_gpu}", f"GPU {imb.least_loaded_gpu}", _l(lang, "difference", "差值"), _l(lang, "share of difference", "占差值比例")),
+                columns=(
+                    _l(lang, "kernel", "内核"),
+                    f"GPU {imb.most_loaded_gpu}",
+                    f"GPU {imb.least_loaded_gpu}",
+                    _l(lang, "difference", "差值"),
+                    _l(lang, "share of difference", "占差值比例"),
+                ),
                 rows=tuple(
-                    (str(r["short_name"] or r["name"]), fmt.duration(r["most_ns"]), fmt.duration(r["least_ns"]), fmt.duration(r["diff_ns"]), fmt.percent(r["diff_share"]))
+                    (
+                        str(r["short_name"] or r["name"]),
+                        fmt.duration(r["most_ns"]),
+                        fmt.duration(r["least_ns"]),
+                        fmt.duration(r["diff_ns"]),
+                        fmt.percent(r["diff_share"]),
+                    )
                     for r in diff.iter_rows(named=True)
                 ),
-                note=_l(lang, "Kernels behind the compute difference between the most and the least loaded GPU.", "造成最忙与最闲两张卡之间计算时间差异的内核。"),
+                note=_l(
+                    lang,
+                    "Kernels behind the compute difference between the most and the least loaded GPU.",
+                    "造成最忙与最闲两张卡之间计算时间差异的内核。",
+                ),
             )
         )
     paragraphs = []
@@ -543,15 +690,34 @@ def _balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
             )
         )
     elif imb.bubble_reason:
-        paragraphs.append(_l(lang, f"Pipeline bubbles: not applicable ({imb.bubble_reason}).", f"流水线气泡：不适用（{imb.bubble_reason}）。"))
+        paragraphs.append(
+            _l(
+                lang,
+                f"Pipeline bubbles: not applicable ({imb.bubble_reason}).",
+                f"流水线气泡：不适用（{imb.bubble_reason}）。",
+            )
+        )
     drift = imb.drift.sort("gpu", "window")
     gpu_ids = sorted(drift["gpu"].unique().to_list()) if drift.height else []
     series = SeriesView(
-        title=_l(lang, f"busy share per time window ({analysis.settings.drift_windows} windows)", f"每个时间窗的忙碌占比（{analysis.settings.drift_windows} 个时间窗）"),
+        title=_l(
+            lang,
+            f"busy share per time window ({analysis.settings.drift_windows} windows)",
+            f"每个时间窗的忙碌占比（{analysis.settings.drift_windows} 个时间窗）",
+        ),
         y_label=_l(lang, "busy share", "忙碌占比"),
         gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
-        x_ns=tuple(tuple(int(v) for v in drift.filter(pl.col("gpu") == g)["start_ns"].to_list()) for g in gpu_ids),
-        y=tuple(tuple(None if v is None else round(float(v), 4) for v in drift.filter(pl.col("gpu") == g)["busy_share"].to_list()) for g in gpu_ids),
+        x_ns=tuple(
+            tuple(int(v) for v in drift.filter(pl.col("gpu") == g)["start_ns"].to_list())
+            for g in gpu_ids
+        ),
+        y=tuple(
+            tuple(
+                None if v is None else round(float(v), 4)
+                for v in drift.filter(pl.col("gpu") == g)["busy_share"].to_list()
+            )
+            for g in gpu_ids
+        ),
     )
     return Section(
         key="balance",
@@ -565,7 +731,9 @@ def _balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
 def _communication_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
     n = analysis.nccl
     if n is None or n.nccl_kernels == 0:
-        reason = analysis.unavailable.get("nccl") or _l(lang, "no NCCL kernels in this trace", "此时间线中没有 NCCL 内核")
+        reason = analysis.unavailable.get("nccl") or _l(
+            lang, "no NCCL kernels in this trace", "此时间线中没有 NCCL 内核"
+        )
         return Section(key="communication", title=TITLES["communication"][lang], unavailable=reason)
     rows = tuple(
         (
@@ -580,13 +748,38 @@ def _communication_section(analysis: Analysis, labels: dict[int, str], lang: Lan
         for r in n.per_gpu.sort("gpu").iter_rows(named=True)
     )
     table = Table(
-        columns=("GPU", _l(lang, "NCCL kernels", "NCCL 内核数"), _l(lang, "NCCL time", "NCCL 时间"), _l(lang, "of busy", "占忙碌"), _l(lang, "of window", "占时间窗"), _l(lang, "overlapped with compute", "与计算重叠"), _l(lang, "estimated wait", "估计等待")),
+        columns=(
+            "GPU",
+            _l(lang, "NCCL kernels", "NCCL 内核数"),
+            _l(lang, "NCCL time", "NCCL 时间"),
+            _l(lang, "of busy", "占忙碌"),
+            _l(lang, "of window", "占时间窗"),
+            _l(lang, "overlapped with compute", "与计算重叠"),
+            _l(lang, "estimated wait", "估计等待"),
+        ),
         rows=rows,
     )
-    coll = n.per_collective.group_by("collective").agg(pl.col("nccl_kernels").sum(), pl.col("nccl_ns").sum(), pl.col("wait_ns").sum()).sort("nccl_ns", descending=True)
+    coll = (
+        n.per_collective.group_by("collective")
+        .agg(pl.col("nccl_kernels").sum(), pl.col("nccl_ns").sum(), pl.col("wait_ns").sum())
+        .sort("nccl_ns", descending=True)
+    )
     coll_table = Table(
-        columns=(_l(lang, "collective", "集合通信"), _l(lang, "kernels", "内核数"), _l(lang, "time", "时间"), _l(lang, "estimated wait", "估计等待")),
-        rows=tuple((str(r["collective"]), fmt.count(r["nccl_kernels"]), fmt.duration(r["nccl_ns"]), fmt.duration(r["wait_ns"])) for r in coll.iter_rows(named=True)),
+        columns=(
+            _l(lang, "collective", "集合通信"),
+            _l(lang, "kernels", "内核数"),
+            _l(lang, "time", "时间"),
+            _l(lang, "estimated wait", "估计等待"),
+        ),
+        rows=tuple(
+            (
+                str(r["collective"]),
+                fmt.count(r["nccl_kernels"]),
+                fmt.duration(r["nccl_ns"]),
+                fmt.duration(r["wait_ns"]),
+            )
+            for r in coll.iter_rows(named=True)
+        ),
     )
     para = _l(
         lang,
@@ -594,16 +787,28 @@ def _communication_section(analysis: Analysis, labels: dict[int, str], lang: Lan
         f"start skew median {fmt.duration(n.skew_median_ns)}, p99 {fmt.duration(n.skew_p99_ns)}; estimated wait {fmt.percent(n.wait_share)} of NCCL time.",
         f"跨卡匹配了 {fmt.count(n.matched_instances)} 次集合通信（{fmt.count(n.unmatched_kernels)} 个内核未匹配）；启动偏差中位数 {fmt.duration(n.skew_median_ns)}，p99 {fmt.duration(n.skew_p99_ns)}；估计等待占 NCCL 时间的 {fmt.percent(n.wait_share)}。",
     )
-    return Section(key="communication", title=TITLES["communication"][lang], paragraphs=(para,), tables=(table, coll_table))
+    return Section(
+        key="communication",
+        title=TITLES["communication"][lang],
+        paragraphs=(para,),
+        tables=(table, coll_table),
+    )
 
 
 def _bound_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
     b = analysis.bound
     if b is None:
-        return Section(key="bound", title=TITLES["bound"][lang], unavailable=analysis.unavailable.get("bound", ""))
+        return Section(
+            key="bound",
+            title=TITLES["bound"][lang],
+            unavailable=analysis.unavailable.get("bound", ""),
+        )
     per = b.per_gpu.sort("gpu")
     classes = [c[: -len("_share")] for c in per.columns if c.endswith("_share")]
-    shares = tuple(tuple(round(float(r[f"{c}_share"] or 0), 4) for c in classes) for r in per.iter_rows(named=True))
+    shares = tuple(
+        tuple(round(float(r[f"{c}_share"] or 0), 4) for c in classes)
+        for r in per.iter_rows(named=True)
+    )
     return Section(
         key="bound",
         title=TITLES["bound"][lang],
@@ -628,7 +833,11 @@ def _bound_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Se
 def _contention_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
     c = analysis.contention
     if c is None or not c.available:
-        return Section(key="contention", title=TITLES["contention"][lang], unavailable=analysis.unavailable.get("contention", ""))
+        return Section(
+            key="contention",
+            title=TITLES["contention"][lang],
+            unavailable=analysis.unavailable.get("contention", ""),
+        )
     series = []
     for key, title_en, title_zh, ylab in (
         ("gpc_clock", "GPC clock (MHz)", "GPC 时钟（MHz）", "MHz"),
@@ -644,26 +853,51 @@ def _contention_section(analysis: Analysis, labels: dict[int, str], lang: Lang) 
                 title=_l(lang, title_en, title_zh),
                 y_label=ylab,
                 gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
-                x_ns=tuple(tuple(int(v) for v in rows.filter(pl.col("gpu") == g)["bin_start_ns"].to_list()) for g in gpu_ids),
-                y=tuple(tuple(None if v is None else round(float(v), 2) for v in rows.filter(pl.col("gpu") == g)["value"].to_list()) for g in gpu_ids),
+                x_ns=tuple(
+                    tuple(int(v) for v in rows.filter(pl.col("gpu") == g)["bin_start_ns"].to_list())
+                    for g in gpu_ids
+                ),
+                y=tuple(
+                    tuple(
+                        None if v is None else round(float(v), 2)
+                        for v in rows.filter(pl.col("gpu") == g)["value"].to_list()
+                    )
+                    for g in gpu_ids
+                ),
             )
         )
     clocks = c.clocks.sort("gpu")
     table = Table(
-        columns=("GPU", _l(lang, "reference clock", "参考时钟"), _l(lang, "busy clock mean", "忙碌时平均时钟"), _l(lang, "busy clock min", "忙碌时最低时钟"), _l(lang, "busy time with a drop", "降频的忙碌时间")),
+        columns=(
+            "GPU",
+            _l(lang, "reference clock", "参考时钟"),
+            _l(lang, "busy clock mean", "忙碌时平均时钟"),
+            _l(lang, "busy clock min", "忙碌时最低时钟"),
+            _l(lang, "busy time with a drop", "降频的忙碌时间"),
+        ),
         rows=tuple(
             (
                 f"GPU {r['gpu']}",
-                "n/a" if r["reference_clock_mhz"] is None else f"{r['reference_clock_mhz']:.0f} MHz",
-                "n/a" if r["busy_clock_mean_mhz"] is None else f"{r['busy_clock_mean_mhz']:.0f} MHz",
+                "n/a"
+                if r["reference_clock_mhz"] is None
+                else f"{r['reference_clock_mhz']:.0f} MHz",
+                "n/a"
+                if r["busy_clock_mean_mhz"] is None
+                else f"{r['busy_clock_mean_mhz']:.0f} MHz",
                 "n/a" if r["busy_clock_min_mhz"] is None else f"{r['busy_clock_min_mhz']:.0f} MHz",
                 fmt.percent(r["drop_busy_share"]),
             )
             for r in clocks.iter_rows(named=True)
         ),
-        note=_l(lang, f"A drop is a GPC clock more than {fmt.percent(c.clock_drop_share, 0)} below the reference while the GPU is busy.", f"降频指 GPU 忙碌时 GPC 时钟比参考值低 {fmt.percent(c.clock_drop_share, 0)} 以上。"),
+        note=_l(
+            lang,
+            f"A drop is a GPC clock more than {fmt.percent(c.clock_drop_share, 0)} below the reference while the GPU is busy.",
+            f"降频指 GPU 忙碌时 GPC 时钟比参考值低 {fmt.percent(c.clock_drop_share, 0)} 以上。",
+        ),
     )
-    return Section(key="contention", title=TITLES["contention"][lang], tables=(table,), series=tuple(series))
+    return Section(
+        key="contention", title=TITLES["contention"][lang], tables=(table,), series=tuple(series)
+    )
 
 
 def _flatten(prefix: str, value: Any) -> list[tuple[str, str]]:
@@ -678,11 +912,18 @@ def _flatten(prefix: str, value: Any) -> list[tuple[str, str]]:
 def _appendix(analysis: Analysis, lang: Lang) -> AppendixView:
     src = analysis.trace.sources
     inputs = Table(
-        columns=(_l(lang, "file", "文件"), _l(lang, "export version", "导出版本"), _l(lang, "host", "主机"), _l(lang, "UTC session start (ns)", "UTC 会话起点（ns）"), _l(lang, "offset applied", "时间偏移")),
+        columns=(
+            _l(lang, "file", "文件"),
+            _l(lang, "export version", "导出版本"),
+            _l(lang, "host", "主机"),
+            _l(lang, "UTC session start (ns)", "UTC 会话起点（ns）"),
+            _l(lang, "offset applied", "时间偏移"),
+        ),
         rows=tuple(
             (
                 str(r["path"]),
-                f"{r['export_version']}" + (f" (schema {r['schema_version']})" if r["schema_version"] else ""),
+                f"{r['export_version']}"
+                + (f" (schema {r['schema_version']})" if r["schema_version"] else ""),
                 str(r["host"] or "—"),
                 str(r["utc_start_ns"] or "—"),
                 fmt.duration(r["offset_ns"]),
@@ -702,7 +943,10 @@ def _appendix(analysis: Analysis, lang: Lang) -> AppendixView:
     return AppendixView(
         tool_version=f"nsysan {__version__}",
         inputs=inputs,
-        settings=Table(columns=(_l(lang, "setting", "设置"), _l(lang, "value", "值")), rows=tuple(settings_rows)),
+        settings=Table(
+            columns=(_l(lang, "setting", "设置"), _l(lang, "value", "值")),
+            rows=tuple(settings_rows),
+        ),
         missing=tuple(dict.fromkeys(missing)),
         notes=tuple(notes),
     )
