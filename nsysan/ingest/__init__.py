@@ -9,7 +9,8 @@ times are shifted onto the earliest file's clock. GPUs are physical devices
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,22 +76,31 @@ class _FileTables:
     metrics_target: pl.DataFrame  # type_id -> target_id for GPU metrics
 
 
+# Table reads are independent and spend their time in SQLite and Arrow (C code that
+# releases the GIL), so two at a time use both cores of a small machine.
+READ_THREADS = 2
+
+
 def _read_file(db: ExportDB, source: int, host: str | None) -> _FileTables:
     strings = nsys.read_string_ids(db)
-    tables = {
-        "kernels": nsys.read_kernels(db, strings, source),
-        "memcpy": nsys.read_memcpy(db, source),
-        "memset": nsys.read_memset(db, source),
-        "sync": nsys.read_sync(db, source),
-        "cuda_api": nsys.read_cuda_api(db, strings, source),
-        "nvtx": nsys.read_nvtx(db, strings, source),
-        "osrt": nsys.read_osrt(db, strings, source),
-        "sched": nsys.read_sched(db, source),
-        "overhead": nsys.read_overhead(db, strings, source),
-        "threads": nsys.read_threads(db, strings, source),
-        "processes": nsys.read_processes(db, source),
-        "gpu_metrics": nsys.read_gpu_metrics(db, source),
+    readers: dict[str, Callable[[], pl.DataFrame]] = {
+        # Largest first, so the two big tables run side by side.
+        "kernels": lambda: nsys.read_kernels(db, strings, source),
+        "cuda_api": lambda: nsys.read_cuda_api(db, strings, source),
+        "osrt": lambda: nsys.read_osrt(db, strings, source),
+        "nvtx": lambda: nsys.read_nvtx(db, strings, source),
+        "sched": lambda: nsys.read_sched(db, source),
+        "gpu_metrics": lambda: nsys.read_gpu_metrics(db, source),
+        "memcpy": lambda: nsys.read_memcpy(db, source),
+        "memset": lambda: nsys.read_memset(db, source),
+        "sync": lambda: nsys.read_sync(db, source),
+        "overhead": lambda: nsys.read_overhead(db, strings, source),
+        "threads": lambda: nsys.read_threads(db, strings, source),
+        "processes": lambda: nsys.read_processes(db, source),
     }
+    with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
+        futures = {name: pool.submit(read) for name, read in readers.items()}
+        tables = {name: future.result() for name, future in futures.items()}
     used = (
         pl.concat(
             [
