@@ -350,4 +350,12 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("nsysan: interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:  # a bug, not bad input: still one line unless --debug
+        if debug:
+            raise
+        click.echo(
+            f"nsysan: internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+            err=True,
+        )
+        sys.exit(EXIT_INPUT_ERROR)
     sys.exit(EXIT_OK)
