@@ -167,3 +167,21 @@ def test_global_id_decoding() -> None:
     gtid = (1 << 48) + (14047 << 24) + 14047
     df = pl.DataFrame({"v": [gtid]}).select(pid_of(pl.col("v")), tid_of(pl.col("v")).alias("t"))
     assert df.row(0) == (14047, 14047)
+
+
+@pytest.mark.shared
+def test_generic_events_form_gives_the_same_metrics(shared_traces: Path) -> None:
+    """T028 has both forms: the older GENERIC_EVENTS JSON decodes to the same samples."""
+    from nsysan.ingest import nsys
+    from nsysan.ingest.sqlite import open_export
+
+    db = open_export(shared_traces / "T028-nsight-systems-deep-dive/trace.sqlite")
+    try:
+        generic = nsys._read_generic_gpu_metrics(db).filter(pl.col("time_ns") >= 0)
+        modern = nsys.read_gpu_metrics(db, 0)
+    finally:
+        db.close()
+    assert generic.height == modern.height > 50_000
+    joined = generic.join(modern, on=["time_ns", "metric"], suffix="_modern")
+    assert joined.height == generic.height
+    assert joined.filter(pl.col("value") != pl.col("value_modern")).is_empty()

@@ -11,6 +11,7 @@ The readers return tables in the file's own time base with ``gpu`` still unset;
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import polars as pl
@@ -59,6 +60,7 @@ NVTX_EVENT_TYPES = {
 NVTX_DOMAIN_CREATE = 75
 
 _PID_MASK = 0xFFFFFF
+GENERIC_KEY_SAMPLE_ROWS = 64
 
 
 def pid_of(global_id: pl.Expr) -> pl.Expr:
@@ -358,9 +360,13 @@ def _read_generic_gpu_metrics(db: ExportDB) -> pl.DataFrame:
                 "value": pl.Float64,
             }
         )
-    decoded = raw.with_columns(pl.col("data").str.json_decode(infer_schema_length=None)).unnest(
-        "data"
-    )
+    # Every sample of a source carries the same metric names; read them from a few rows
+    # so polars can decode the JSON into a struct of strings without guessing types.
+    keys: dict[str, None] = {}
+    for text in raw["data"].head(GENERIC_KEY_SAMPLE_ROWS).to_list():
+        keys.update(dict.fromkeys(json.loads(text)))
+    struct = pl.Struct({key: pl.String for key in keys})
+    decoded = raw.with_columns(pl.col("data").str.json_decode(dtype=struct)).unnest("data")
     metric_cols = [c for c in decoded.columns if c not in ("time_ns", "type_id")]
     return decoded.unpivot(
         index=["time_ns", "type_id"], on=metric_cols, variable_name="metric", value_name="value"
