@@ -153,8 +153,7 @@ def build_settings(
     elif start is not None or end is not None:
         spec = WindowSpec(kind="explicit", start_ns=start, end_ns=end, skip_warmup_ns=skip_warmup)
     else:
-        kind = "common" if window_kind == "common" else "per_gpu"
-        spec = WindowSpec(kind=kind, skip_warmup_ns=skip_warmup)
+        spec = WindowSpec(kind="common" if window_kind == "common" else "per_gpu", skip_warmup_ns=skip_warmup)
     return Settings(busy_mode=busy_mode, window=spec, drift_windows=drift_windows, lang=lang)  # type: ignore[arg-type]
 
 

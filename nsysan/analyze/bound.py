@@ -312,7 +312,7 @@ def _nsys_keys(level: str) -> pl.Expr:
     return pl.coalesce(pl.col("short_name"), kernel_base_name(pl.col("name")))
 
 
-_MATCH_COLUMNS = {
+_MATCH_COLUMNS: dict[str, pl.DataType | type[pl.DataType]] = {
     "class": pl.String,
     "join": pl.String,
     "config_match": pl.Boolean,

@@ -375,7 +375,7 @@ def _read_generic_gpu_metrics(db: ExportDB) -> pl.DataFrame:
 
 def read_target_gpus(db: ExportDB) -> pl.DataFrame:
     """TARGET_INFO_GPU (every GPU of the node), normalized across versions."""
-    schema = {
+    schema: model.Schema = {
         "target_id": pl.Int64,
         "name": pl.String,
         "pci_bus": pl.String,
@@ -411,7 +411,7 @@ def read_target_gpus(db: ExportDB) -> pl.DataFrame:
 
 def read_cuda_gpus(db: ExportDB) -> pl.DataFrame:
     """Pre-2021 TARGET_INFO_CUDA_GPU: the GPUs each process saw, by CUDA ordinal."""
-    schema = {
+    schema: model.Schema = {
         "pid": pl.Int64,
         "device_id": pl.Int64,
         "name": pl.String,
@@ -452,7 +452,7 @@ def read_cuda_gpus(db: ExportDB) -> pl.DataFrame:
 
 def read_cuda_device_map(db: ExportDB) -> pl.DataFrame:
     """2025.1+ TARGET_INFO_CUDA_DEVICE: (pid, CUDA ordinal) → TARGET_INFO_GPU.id."""
-    schema = {"pid": pl.Int64, "device_id": pl.Int64, "target_id": pl.Int64}
+    schema: model.Schema = {"pid": pl.Int64, "device_id": pl.Int64, "target_id": pl.Int64}
     if not db.has("TARGET_INFO_CUDA_DEVICE"):
         return pl.DataFrame(schema=schema)
     df = db.read(

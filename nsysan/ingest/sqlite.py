@@ -15,6 +15,7 @@ from urllib.parse import quote
 import polars as pl
 import sqlalchemy as sa
 
+from nsysan import model
 from nsysan.errors import (
     EmptyTraceError,
     InputNotFoundError,
@@ -131,7 +132,7 @@ class ExportDB:
         except sa.exc.DBAPIError as exc:
             raise _wrap_db_error(self.path, exc) from None
 
-    def read(self, sql: str, schema: dict[str, pl.DataType] | None = None) -> pl.DataFrame:
+    def read(self, sql: str, schema: model.Schema | None = None) -> pl.DataFrame:
         """Bulk-read a query into polars (ADBC; stdlib sqlite3 as a fallback)."""
         try:
             df = _read_adbc(self.path, sql)

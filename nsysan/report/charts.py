@@ -102,11 +102,11 @@ def timeline_chart(view: TimelineView, div_id: str, lang: str = "en") -> str:
     busy = t("chart.busy_share", lang)
 
     fig = go.Figure()
-    for g, row in enumerate(view.busy_share):
+    for g, shares in enumerate(view.busy_share):
         label = labels[g] if g < len(labels) else str(g)
         fig.add_trace(
             go.Heatmap(
-                z=[[_round(v, 3) for v in row]],
+                z=[[_round(v, 3) for v in shares]],
                 y=[g],
                 **x_axis,
                 coloraxis="coloraxis",
