@@ -43,3 +43,13 @@ def cori_rank_files() -> list[Path]:
 def reference_dir(trace_path: Path) -> Path:
     """NVIDIA's reports for one export: ``<folder>/reference/<file stem>/``."""
     return trace_path.parent / "reference" / trace_path.stem
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run ``nsysan ARGS`` in-process: (exit code, stdout, stderr)."""
+    from nsysan.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out, err = capsys.readouterr()
+    return int(exc.value.code or 0), out, err

@@ -9,16 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import cori_rank_files, single_file_traces
-
-from nsysan.cli import main
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
+from conftest import cori_rank_files, run_cli, single_file_traces
 
 
 @pytest.mark.shared

@@ -7,18 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO, cori_rank_files, single_file_traces
-
-from nsysan.cli import main
+from conftest import REPO, cori_rank_files, run_cli, single_file_traces
 
 HOSTILE = "<script>alert(1)</script>"
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 @pytest.mark.shared

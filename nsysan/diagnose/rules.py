@@ -56,6 +56,11 @@ def _ev(
     return EvidenceItem(metric=metric, label=label, value=value, display=display, source=source)
 
 
+def _pct(metric: str, label: str, value: float | None, source: str) -> EvidenceItem:
+    """Evidence that is a share, shown as a percentage."""
+    return _ev(metric, label, value, percent(value), source)
+
+
 def _range(values: tuple[float, ...] | list[float]) -> str:
     low, high = percent(min(values), 0), percent(max(values), 0)
     return low if low == high else f"{low}–{high}"
@@ -122,11 +127,11 @@ def false_balance(f: Facts) -> Finding | None:
         f"{host_text_zh}。"
     )
     evidence = [
-        _ev("gap_share", f"gap share, {lab}", g, percent(g), "docs/metrics/gaps.md")
+        _pct("gap_share", f"gap share, {lab}", g, "docs/metrics/gaps.md")
         for lab, g in zip(f.gpu_labels, f.gap_share, strict=False)
     ]
     evidence += [
-        _ev("dashboard", f"{dash_name}, {lab}", d, percent(d), "docs/metrics/dashboard.md")
+        _pct("dashboard", f"{dash_name}, {lab}", d, "docs/metrics/dashboard.md")
         for lab, d in zip(f.gpu_labels, dash, strict=False)
     ]
     evidence.append(
@@ -150,33 +155,17 @@ def false_balance(f: Facts) -> Finding | None:
         )
     if f.host_share is not None:
         evidence.append(
-            _ev(
-                "host_share",
-                "host-side share of gap time",
-                f.host_share,
-                percent(f.host_share),
-                "docs/metrics/host.md",
-            )
+            _pct("host_share", "host-side share of gap time", f.host_share, "docs/metrics/host.md")
         )
     if f.gil_share:
         evidence.append(
-            _ev(
-                "gil_share",
-                "GIL-signature share of gap time",
-                f.gil_share,
-                percent(f.gil_share),
-                "docs/metrics/host.md",
+            _pct(
+                "gil_share", "GIL-signature share of gap time", f.gil_share, "docs/metrics/host.md"
             )
         )
     for text, share in f.top_nvtx:
         evidence.append(
-            _ev(
-                "nvtx",
-                f"NVTX range covering gaps: {text}",
-                share,
-                percent(share),
-                "docs/metrics/host.md",
-            )
+            _pct("nvtx", f"NVTX range covering gaps: {text}", share, "docs/metrics/host.md")
         )
     cpu_bound = f.host_share is not None and host >= HOST_SIDE_SHARE
     return Finding(
@@ -238,15 +227,9 @@ def host_bound_gaps(f: Facts) -> Finding | None:
             "zh": "让主机提前发射工作：去掉循环中的同步调用，异步准备输入，对发射受限的循环使用 CUDA Graph。",
         },
         evidence=(
-            _ev(
-                "host_share",
-                "host-side share of gap time",
-                f.host_share,
-                percent(f.host_share),
-                "docs/metrics/host.md",
-            ),
+            _pct("host_share", "host-side share of gap time", f.host_share, "docs/metrics/host.md"),
             *(
-                _ev("gap_share", f"gap share, {lab}", g, percent(g), "docs/metrics/gaps.md")
+                _pct("gap_share", f"gap share, {lab}", g, "docs/metrics/gaps.md")
                 for lab, g in zip(f.gpu_labels, f.gap_share, strict=False)
             ),
         ),
@@ -275,11 +258,10 @@ def aligned_gaps(f: Facts) -> Finding | None:
             "zh": "找出所有 rank 同时在等待什么（主机侧原因、NVTX 区间）：数据加载、检查点、屏障；使其与计算重叠。",
         },
         evidence=(
-            _ev(
+            _pct(
                 "all_idle_share",
                 "all GPUs idle, share of common window",
                 f.all_idle_share,
-                percent(f.all_idle_share),
                 "docs/metrics/stagger.md",
             ),
             _ev(
@@ -348,21 +330,14 @@ def compute_skew(f: Facts) -> Finding | None:
                 ratio(skew),
                 "docs/metrics/balance.md",
             ),
-            _ev(
+            _pct(
                 "compute_efficiency",
                 "load-balance efficiency (mean / max)",
                 f.compute_efficiency,
-                percent(f.compute_efficiency),
                 "docs/metrics/balance.md",
             ),
             *(
-                _ev(
-                    "kernel_diff",
-                    f"share of the difference: {n}",
-                    s,
-                    percent(s),
-                    "docs/metrics/balance.md",
-                )
+                _pct("kernel_diff", f"share of the difference: {n}", s, "docs/metrics/balance.md")
                 for n, s in f.top_diff_kernels[:3]
             ),
         ),
@@ -402,15 +377,14 @@ def pipeline_bubble(f: Facts) -> Finding | None:
             "zh": "每次迭代使用更多 micro-batch，采用交错（虚拟 stage）调度，或减少流水线级数。",
         },
         evidence=(
-            _ev(
+            _pct(
                 "bubble_share",
                 "bubble share of iteration time",
                 f.bubble_share,
-                percent(f.bubble_share),
                 "docs/metrics/balance.md",
             ),
             *(
-                _ev("fill_share", f"fill share, {lab}", v, percent(v), "docs/metrics/balance.md")
+                _pct("fill_share", f"fill share, {lab}", v, "docs/metrics/balance.md")
                 for lab, v in zip(f.gpu_labels, f.fill_share_per_gpu, strict=False)
             ),
         ),
@@ -442,18 +416,16 @@ def load_drift(f: Facts) -> Finding | None:
             "zh": "按预估开销（序列长度、生成长度）调度而不是轮询；加入饥饿检测与抢占或请求迁移。",
         },
         evidence=(
-            _ev(
+            _pct(
                 "drift_spread_max",
                 "busy-share spread, worst window",
                 f.drift_spread_max,
-                percent(f.drift_spread_max),
                 "docs/metrics/balance.md",
             ),
-            _ev(
+            _pct(
                 "drift_spread_min",
                 "busy-share spread, best window",
                 f.drift_spread_min,
-                percent(f.drift_spread_min),
                 "docs/metrics/balance.md",
             ),
             *(
@@ -499,18 +471,11 @@ def comm_bound(f: Facts) -> Finding | None:
             "zh": "把张量并行组限制在同一个 NVLink/NVSwitch 域内，让通信与计算重叠，或在长序列时降低 TP 度。",
         },
         evidence=(
-            _ev(
-                "nccl_share",
-                "NCCL share of busy time",
-                f.nccl_share,
-                percent(f.nccl_share),
-                "docs/metrics/nccl.md",
-            ),
-            _ev(
+            _pct("nccl_share", "NCCL share of busy time", f.nccl_share, "docs/metrics/nccl.md"),
+            _pct(
                 "nccl_wait_share",
                 "estimated wait share of NCCL time",
                 f.nccl_wait_share,
-                percent(f.nccl_wait_share),
                 "docs/metrics/nccl.md",
             ),
         ),
@@ -541,11 +506,10 @@ def collective_skew(f: Facts) -> Finding | None:
             "zh": "修正集合通信之前的负载不均（见其他发现）；JSON 输出中列出了每次通信最晚到达的卡。",
         },
         evidence=(
-            _ev(
+            _pct(
                 "nccl_wait_share",
                 "estimated wait share of NCCL time",
                 f.nccl_wait_share,
-                percent(f.nccl_wait_share),
                 "docs/metrics/nccl.md",
             ),
         ),
@@ -571,18 +535,16 @@ def memory_bound(f: Facts) -> Finding | None:
             "zh": "融合带宽受限的内核，使用更低精度的 KV cache/权重，增大批量以提高计算强度。",
         },
         evidence=(
-            _ev(
+            _pct(
                 "memory_bound_share",
                 "memory-bound share of kernel time",
                 f.memory_bound_share,
-                percent(f.memory_bound_share),
                 "docs/metrics/bound.md",
             ),
-            _ev(
+            _pct(
                 "unjoined_share",
                 "kernel time without Nsight Compute data",
                 f.unjoined_share,
-                percent(f.unjoined_share),
                 "docs/metrics/bound.md",
             ),
         ),
@@ -617,11 +579,10 @@ def clock_throttling(f: Facts) -> Finding | None:
             "zh": "检查功耗上限、散热和相邻负载（nvidia-smi -q -d PERFORMANCE 可显示降频原因）。",
         },
         evidence=tuple(
-            _ev(
+            _pct(
                 "clock_drop_share",
                 f"busy time with clock drop, {lab}",
                 share,
-                percent(share),
                 "docs/metrics/contention.md",
             )
             for lab, share, _ in hit
