@@ -3,31 +3,52 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+import random
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
-from conftest import single_file_traces
+from conftest import REPO, cori_rank_files, single_file_traces
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 import nsysan
 from nsysan import model
 from nsysan.analyze.busy import measure_busy
 from nsysan.analyze.gaps import measure_gaps
 from nsysan.analyze.host import (
+    _GIL_KEYS,
+    _HOST_TABLES,
+    _KIND_ORDER,
+    _TH,
+    _THREAD,
+    BLOCKING_OS_CALLS,
+    CAUSE_LABELS,
     CAUSES,
+    CUDA_SYNC_APIS,
+    GIL_LONG_WAIT_NS,
+    GIL_MIN_SHARE,
+    GIL_MIN_WAITS,
     GIL_SWITCH_INTERVAL_NS,
+    GIL_TOLERANCE_NS,
+    GIL_WAIT_CALLS,
     HOST_CAUSES,
     NVTX_CROSSING,
+    NVTX_NO_TEXT,
     HostResult,
+    _long_shares,
+    _nvtx_table,
+    _per_gpu,
     attribute_gaps,
     descheduled_intervals,
+    host_segments,
+    unavailable_causes,
 )
-from nsysan.settings import Settings
+from nsysan.settings import BusyMode, Settings
 
 PID = 100
 TID = 100
@@ -114,7 +135,7 @@ def off_cpu(out: int, back: int, **kw: Any) -> list[dict[str, Any]]:
     ]
 
 
-def rng(start: int, end: int, text: str, **kw: Any) -> dict[str, Any]:
+def rng(start: int, end: int, text: str | None, **kw: Any) -> dict[str, Any]:
     return {"start_ns": start, "end_ns": end, "text": text, **kw}
 
 
@@ -220,6 +241,12 @@ def test_duplicate_api_rows_use_the_earliest_call() -> None:
     trace = make_trace(kernels=two_kernels(), cuda_api=[launch(500, 520), launch(480, 530)])
     row = only_gap(run(trace))
     assert (row["launch_start_ns"], row["launch_end_ns"]) == (480, 530)
+
+
+def test_identical_api_rows_use_the_first_in_the_table() -> None:
+    calls = [launch(480, 530, tid=7), launch(480, 530, tid=8, name="cuLaunchKernel")]
+    row = only_gap(run(make_trace(kernels=two_kernels(), cuda_api=calls)))
+    assert (row["tid"], row["launch_name"]) == (7, "cudaLaunchKernel")
 
 
 def test_tied_next_operations_pick_the_smallest_correlation_id() -> None:
@@ -430,6 +457,30 @@ def test_other_threads_do_not_count() -> None:
         "launch_call": 10,
         "gpu_wait": 90,
     }
+
+
+def test_host_segments_cut_the_feeding_thread_at_every_edge() -> None:
+    trace = make_trace(
+        cuda_api=[api(50, 300, "cudaStreamSynchronize"), api(480, 520, "cudaMalloc")],
+        osrt=[os_call(250, 500, "pthread_mutex_lock"), os_call(510, 560, "write")],
+        sched=off_cpu(450, 700),
+        nvtx=[rng(600, 850, "tokenizer")],
+    )
+    thread = trace.cuda_api.select(_THREAD).unique().with_row_index(_TH)
+    segments = host_segments(trace, thread)
+    assert segments.drop(_TH).rows() == [
+        (50, 250, "cuda_sync", None),
+        (250, 300, "cuda_sync", None),
+        (300, 450, "blocking_os", None),
+        (450, 480, "blocking_os", None),
+        (480, 500, "blocking_os", None),
+        (500, 510, "cuda_api", None),
+        (510, 520, "cuda_api", None),
+        (520, 560, "os_call", None),
+        (560, 600, "descheduled", None),
+        (600, 700, "descheduled", "tokenizer"),
+        (700, 850, "nvtx", "tokenizer"),
+    ]
 
 
 def test_descheduled_intervals_pair_out_with_next_in() -> None:
@@ -731,3 +782,646 @@ def test_case_study_simulation_is_host_bound_with_the_gil_signature(tmp_path: Pa
             share = nvtx[(gpu["gpu"], text)] / gpu["gap_ns"]
             assert share == pytest.approx(expected[f"{text}_share"], abs=0.01)
     assert result.gil_threads.height == 4
+
+
+# --- the rewrite for speed against the previous implementation --------------------
+# attribute_gaps was rewritten for speed (sorted look-ups with as-of joins, running
+# totals instead of an interval join per cause). The previous version, kept below
+# verbatim but for names and docstrings, must give the same result on every trace.
+
+
+def both(trace: model.Trace, mode: BusyMode) -> tuple[HostResult, HostResult]:
+    """The result of ``attribute_gaps`` and of the previous implementation."""
+    settings = Settings(busy_mode=mode)
+    busy = measure_busy(trace, settings)
+    gaps = measure_gaps(busy.intervals, busy.summary, busy.keys)
+    return (
+        attribute_gaps(trace, gaps.gaps, settings, gaps.keys),
+        ref_attribute_gaps(trace, gaps.gaps, settings, gaps.keys),
+    )
+
+
+def assert_same_result(new: HostResult, old: HostResult) -> None:
+    assert_frame_equal(new.gaps, old.gaps)
+    assert_frame_equal(new.per_gpu, old.per_gpu)
+    assert_frame_equal(new.shares, old.shares)
+    assert_frame_equal(new.nvtx, old.nvtx)
+    assert_frame_equal(new.gil_threads, old.gil_threads)
+    assert new.unavailable == old.unavailable
+    assert new.unavailable_causes == old.unavailable_causes
+
+
+def busy_host(seed: int) -> model.Trace:
+    """Two processes, three threads feeding two GPUs, with every kind of host interval."""
+    r = random.Random(seed)
+    threads = [(100, 100), (100, 101), (200, 200)]
+    kernels: list[dict[str, Any]] = []
+    memcpy: list[dict[str, Any]] = []
+    cuda_api: list[dict[str, Any]] = []
+    corr = {100: 0, 200: 0}
+    for gpu in (0, 1):
+        start = 1_000
+        for _ in range(150):
+            pid, tid = r.choice(threads)
+            corr[pid] += 1
+            duration = r.randint(1_000, 40_000)
+            op = {"gpu": gpu, "device_id": gpu, "pid": pid, "correlation_id": corr[pid]}
+            op |= {"start_ns": start, "end_ns": start + duration}
+            if r.random() < 0.15:
+                memcpy.append(op | {"copy_kind": "HtoD"})
+            else:
+                kernels.append(op)
+            # Launched long before, just before or during the gap, twice, or not traced.
+            for _ in range(r.choice([0, 1, 1, 1, 1, 1, 1, 2])):
+                at = start - r.choice([r.randint(0, 5_000), r.randint(5_000, 2_000_000)])
+                name = r.choice(["cudaLaunchKernel", "cuLaunchKernel_v2", "cudaMemcpyAsync"])
+                cuda_api.append(
+                    launch(at, at + r.randint(500, 20_000), corr[pid], name, pid=pid, tid=tid)
+                )
+            # The next operation starts with this one, right after it, or after a gap.
+            start = r.choice(
+                [
+                    start,
+                    start + duration + r.randint(1, 2_000),
+                    start + duration + r.randint(2_000, 3_000_000),
+                ]
+            )
+    end = max(op["end_ns"] for op in kernels + memcpy)
+
+    def spans(n: int, longest: int) -> list[tuple[int, int]]:
+        starts = (r.randint(0, end) for _ in range(n))
+        return [(s, s + r.randint(1, longest)) for s in starts]
+
+    osrt: list[dict[str, Any]] = []
+    sched: list[dict[str, Any]] = []
+    nvtx: list[dict[str, Any]] = []
+    for pid, tid in threads:
+        me = {"pid": pid, "tid": tid}
+        for s, e in spans(40, 400_000):
+            name = r.choice(["cudaStreamSynchronize_v3020", "cudaMemcpy", "cudaMalloc", "cudaFree"])
+            cuda_api.append(api(s, e, name, **me))
+        for s, e in spans(60, 300_000):
+            name = r.choice(["pthread_mutex_lock", "poll", "futex", "write", "read@GLIBC_2.2.5"])
+            osrt.append(os_call(s, e, name, nesting_level=r.choice([0, 0, 1]), **me))
+        t = r.randint(0, end // 4)
+        for _ in range(3 + r.randint(0, 3)):  # GIL-like waits, the last woken early
+            osrt.append(
+                os_call(t, t + GIL_SWITCH_INTERVAL_NS + 50_000, "pthread_cond_timedwait", **me)
+            )
+            t += GIL_SWITCH_INTERVAL_NS + 60_000
+        osrt.append(os_call(t, t + 700_000, "pthread_cond_timedwait", **me))
+        switches = sorted(r.randint(0, end) for _ in range(60))
+        for i, at in enumerate(switches):
+            sched.append({"time_ns": at, "is_sched_in": i % 2 == 1, "cpu": 0, **me})
+        stack: list[int] = []
+        t = 0
+        for _ in range(40):  # push/pop ranges, properly nested, one never popped
+            t += r.randint(1, 200_000)
+            if stack and r.random() < 0.5:
+                nvtx[stack.pop()]["end_ns"] = t
+            else:
+                stack.append(len(nvtx))
+                nvtx.append(rng(t, end, r.choice(["step", "tokenizer", "sampling", None]), **me))
+        for s, e in spans(8, 2_000_000):
+            nvtx.append(rng(s, e, r.choice(["a", "b"]), event_type="NvtxStartEndRange", **me))
+    return make_trace(
+        kernels=kernels, memcpy=memcpy, cuda_api=cuda_api, osrt=osrt, sched=sched, nvtx=nvtx
+    )
+
+
+@pytest.mark.parametrize("mode", ["kernels", "nvidia"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_matches_previous_implementation_on_a_busy_host(seed: int, mode: BusyMode) -> None:
+    new, old = both(busy_host(seed), mode)
+    assert new.gaps.height > 100 and new.gil_threads.height > 0
+    assert_same_result(new, old)
+
+
+@pytest.mark.parametrize("mode", ["kernels", "nvidia"])
+@pytest.mark.parametrize("path", sorted((REPO / "fixtures").glob("*.sqlite")), ids=lambda p: p.stem)
+def test_matches_previous_implementation_on_scenarios(path: Path, mode: BusyMode) -> None:
+    assert_same_result(*both(nsysan.load_trace([path]), mode))
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("mode", ["kernels", "nvidia"])
+@pytest.mark.parametrize(
+    "paths",
+    [[p] for p in single_file_traces()] + ([cori_rank_files()] if cori_rank_files() else []),
+    ids=lambda ps: ps[0].parent.name,
+)
+def test_matches_previous_implementation_on_real_traces(paths: list[Path], mode: BusyMode) -> None:
+    assert_same_result(*both(nsysan.load_trace(paths), mode))
+
+
+# --- the previous implementation (the reference above) ---------------------------
+
+
+def ref_base_name(name: pl.Expr) -> pl.Expr:
+    return name.str.replace(r"@.*$", "").str.replace(r"(_v\d+|_pt(sz|ds))+$", "")
+
+
+def ref_operations(trace: model.Trace) -> pl.DataFrame:
+    cols = ["source", "pid", "device_id", "gpu", "correlation_id", "start_ns"]
+    parts = [
+        trace.table(table).select(*cols, pl.lit(rank, dtype=pl.Int8).alias("_kind_rank"))
+        for rank, table in enumerate(("kernels", "memcpy", "memset"))
+    ]
+    return pl.concat(parts).drop_nulls(["gpu", "start_ns"])
+
+
+def ref_next_operations(gaps: pl.DataFrame, ops: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Per gap (``_gap`` index): the operation starting exactly at the gap's end, if any."""
+    first = (
+        ops.sort(
+            [*keys, "start_ns", "_kind_rank", "source", "pid", "correlation_id"], nulls_last=True
+        )
+        .unique(subset=[*keys, "start_ns"], keep="first", maintain_order=True)
+        .select(
+            *keys,
+            pl.col("start_ns").alias("end_ns"),
+            pl.col("source").alias("_op_source"),
+            pl.col("pid").alias("_op_pid"),
+            pl.col("correlation_id").alias("next_correlation_id"),
+            pl.col("_kind_rank")
+            .replace_strict(
+                list(range(len(_KIND_ORDER))), list(_KIND_ORDER), return_dtype=pl.String
+            )
+            .alias("next_kind"),
+        )
+    )
+    return (
+        gaps.select("_gap", *keys, "end_ns")
+        .join(first, on=[*keys, "end_ns"], how="inner")
+        .select("_gap", "_op_source", "_op_pid", "next_correlation_id", "next_kind")
+    )
+
+
+def ref_launch_calls(cuda_api: pl.DataFrame, wanted: pl.DataFrame) -> pl.DataFrame:
+    """The earliest CUDA API row per (source, pid, correlation id) in ``wanted``."""
+    return (
+        cuda_api.join(wanted, on=["source", "pid", "correlation_id"], how="semi")
+        .drop_nulls(["start_ns", "end_ns"])
+        .sort("start_ns", "end_ns")
+        .unique(subset=["source", "pid", "correlation_id"], keep="first", maintain_order=True)
+        .select(
+            "source",
+            "pid",
+            "correlation_id",
+            "tid",
+            pl.col("name").alias("launch_name"),
+            pl.col("start_ns").alias("launch_start_ns"),
+            pl.col("end_ns").alias("launch_end_ns"),
+        )
+    )
+
+
+def ref_descheduled_intervals(sched: pl.DataFrame) -> pl.DataFrame:
+    """Per thread, ``[switch-out, next switch-in)``: ``source, pid, tid, start_ns, end_ns``."""
+    ordered = sched.drop_nulls(["tid", "time_ns", "is_sched_in"]).sort(*_THREAD, "time_ns")
+    nxt = ordered.with_columns(
+        pl.col("time_ns").shift(-1).over(_THREAD).alias("_next_t"),
+        pl.col("is_sched_in").shift(-1).over(_THREAD).alias("_next_in"),
+    )
+    return nxt.filter(~pl.col("is_sched_in") & pl.col("_next_in").fill_null(False)).select(
+        *_THREAD, pl.col("time_ns").alias("start_ns"), pl.col("_next_t").alias("end_ns")
+    )
+
+
+def ref_gil_marked(osrt: pl.DataFrame) -> pl.DataFrame:
+    """Outermost GIL-family waits with ``call`` (base name), ``_near`` and ``_long`` flags."""
+    duration = pl.col("end_ns") - pl.col("start_ns")
+    return (
+        osrt.with_columns(ref_base_name(pl.col("name")).alias("call"))
+        .filter(
+            pl.col("call").is_in(list(GIL_WAIT_CALLS)) & (pl.col("nesting_level").fill_null(0) == 0)
+        )
+        .with_columns(
+            ((duration - GIL_SWITCH_INTERVAL_NS).abs() <= GIL_TOLERANCE_NS).alias("_near"),
+            (duration >= GIL_LONG_WAIT_NS).alias("_long"),
+            (duration <= GIL_SWITCH_INTERVAL_NS + GIL_TOLERANCE_NS).alias("_slice"),
+        )
+    )
+
+
+def ref_gil_threads(osrt: pl.DataFrame) -> pl.DataFrame:
+    """Threads and wait calls whose durations pile up at, and stop at, the GIL switch interval."""
+    duration = pl.col("end_ns") - pl.col("start_ns")
+    per_call = (
+        ref_gil_marked(osrt)
+        .group_by(_GIL_KEYS)
+        .agg(
+            pl.col("_near").sum().cast(pl.Int64).alias("gil_waits"),
+            pl.col("_long").sum().cast(pl.Int64).alias("long_waits"),
+            (pl.col("_long") & pl.col("_slice")).sum().cast(pl.Int64).alias("capped_waits"),
+            duration.filter(pl.col("_slice")).sum().cast(pl.Int64).alias("gil_wait_ns"),
+        )
+    )
+    # A thread waiting for the GIL never waits longer than one interval: the wait
+    # times out and the thread asks again, so long waits stop at the interval.
+    return per_call.filter(
+        (pl.col("gil_waits") >= GIL_MIN_WAITS)
+        & (pl.col("capped_waits") >= GIL_MIN_SHARE * pl.col("long_waits"))
+    ).sort(_GIL_KEYS)
+
+
+def ref_positive(df: pl.DataFrame) -> pl.DataFrame:
+    return df.drop_nulls(["start_ns", "end_ns"]).filter(pl.col("end_ns") > pl.col("start_ns"))
+
+
+def ref_layers(trace: model.Trace, threads: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Per host cause, the intervals of the feeding threads (``_th, start_ns, end_ns``)."""
+
+    def own(df: pl.DataFrame) -> pl.DataFrame:
+        return ref_positive(df.join(threads, on=list(_THREAD), how="inner"))
+
+    cols = [_TH, "start_ns", "end_ns"]
+    api = own(trace.cuda_api).with_columns(
+        ref_base_name(pl.col("name")).is_in(list(CUDA_SYNC_APIS)).alias("_sync")
+    )
+    osrt = own(trace.osrt).with_columns(ref_base_name(pl.col("name")).alias("_name"))
+    is_blocking = pl.col("_name").is_in(list(BLOCKING_OS_CALLS))
+    signature = ref_gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi"))
+    # The last wait of a GIL acquisition is woken early, so every slice-or-shorter
+    # wait of the signature call counts, not only the ~5 ms ones.
+    gil = (
+        ref_gil_marked(osrt)
+        .filter(pl.col("_slice"))
+        .join(signature.select(_GIL_KEYS), on=list(_GIL_KEYS), how="semi")
+    )
+    return {
+        "cuda_sync": api.filter(pl.col("_sync")).select(cols),
+        "gil_wait": gil.select(cols),
+        "blocking_os": osrt.filter(is_blocking).select(cols),
+        "cuda_api": api.filter(~pl.col("_sync")).select(cols),
+        "os_call": osrt.filter(~is_blocking).select(cols),
+        "descheduled": own(
+            ref_descheduled_intervals(trace.sched.join(threads, on=list(_THREAD), how="semi"))
+        ).select(cols),
+        "nvtx": own(trace.nvtx).select(cols),
+    }
+
+
+def ref_nvtx_ranges(trace: model.Trace, threads: pl.DataFrame) -> pl.DataFrame:
+    """Feeding-thread NVTX ranges with their nesting depth (1 = outermost)."""
+    ranges = (
+        ref_positive(trace.nvtx.join(threads, on=list(_THREAD), how="inner"))
+        .select(_TH, "start_ns", "end_ns", pl.col("text").fill_null(NVTX_NO_TEXT))
+        .sort([_TH, "start_ns", "end_ns"], descending=[False, False, True])
+        .with_columns(pl.int_range(pl.len()).over(_TH).alias("_pos"))
+    )
+    ends = (
+        ranges.select(_TH, "end_ns")
+        .sort(_TH, "end_ns")
+        .with_columns(pl.int_range(1, pl.len() + 1).over(_TH).alias("_closed"))
+        .group_by(_TH, "end_ns")
+        .agg(pl.col("_closed").max())
+        .sort("end_ns")
+    )
+    # Depth = ranges opened so far (this one included) - ranges closed by its start;
+    # exact for properly nested (push/pop) ranges.
+    return (
+        ranges.sort("start_ns")
+        .join_asof(
+            ends,
+            left_on="start_ns",
+            right_on="end_ns",
+            by=_TH,
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .select(
+            _TH,
+            "start_ns",
+            pl.col("end_ns").alias("_range_end"),
+            "text",
+            (pl.col("_pos") + 1 - pl.col("_closed").fill_null(0)).cast(pl.Int64).alias("_depth"),
+        )
+        .sort("start_ns")
+    )
+
+
+def ref_host_segments(trace: model.Trace, threads: pl.DataFrame) -> pl.DataFrame:
+    """The feeding threads' timelines cut into segments with one host cause each."""
+    layers = ref_layers(trace, threads)
+    events = pl.concat(
+        [
+            df.select(
+                _TH,
+                pl.col(edge).alias("_t"),
+                pl.lit(k, dtype=pl.Int8).alias("_layer"),
+                pl.lit(step, dtype=pl.Int32).alias("_d"),
+            )
+            for k, df in enumerate(layers[cause] for cause in HOST_CAUSES)
+            for edge, step in (("start_ns", 1), ("end_ns", -1))
+        ]
+    )
+    empty = pl.DataFrame(
+        schema={
+            _TH: threads.schema[_TH],
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "cause": pl.String,
+            "nvtx_text": pl.String,
+        }
+    )
+    if events.is_empty():
+        return empty
+    depth = [f"_depth{k}" for k in range(len(HOST_CAUSES))]
+    swept = (
+        events.sort(_TH, "_t")
+        .with_columns(
+            pl.when(pl.col("_layer") == k)
+            .then(pl.col("_d"))
+            .otherwise(0)
+            .cum_sum()
+            .over(_TH)
+            .alias(d)
+            for k, d in enumerate(depth)
+        )
+        # The state after every event at an instant holds until the next instant.
+        .group_by(_TH, "_t", maintain_order=True)
+        .agg(pl.col(d).last() for d in depth)
+        .with_columns(pl.col("_t").shift(-1).over(_TH).alias("end_ns"))
+        .drop_nulls("end_ns")
+        .filter(pl.col("end_ns") > pl.col("_t"))
+        .select(
+            _TH,
+            pl.col("_t").alias("start_ns"),
+            "end_ns",
+            pl.coalesce(
+                pl.when(pl.col(d) > 0).then(pl.lit(cause))
+                for d, cause in zip(depth, HOST_CAUSES, strict=True)
+            ).alias("cause"),
+            pl.col(depth[HOST_CAUSES.index("nvtx")]).cast(pl.Int64).alias("_depth"),
+        )
+        .filter(pl.col("cause").is_not_null())
+    )
+    ranges = ref_nvtx_ranges(trace, threads)
+    latest = ranges.select(
+        _TH, "start_ns", pl.col("_range_end").alias("_any_end"), pl.col("text").alias("_any_text")
+    )
+    named = (
+        swept.sort("start_ns")
+        .join_asof(
+            ranges, on="start_ns", by=[_TH, "_depth"], strategy="backward", check_sortedness=False
+        )
+        .join_asof(latest, on="start_ns", by=_TH, strategy="backward", check_sortedness=False)
+        .with_columns(
+            pl.when(pl.col("_depth") <= 0)
+            .then(None)
+            .when(pl.col("_range_end") >= pl.col("end_ns"))
+            .then(pl.col("text"))
+            # Only ranges that cross instead of nesting get here: the most recently
+            # opened range if it is still open, else no single innermost range.
+            .when(pl.col("_any_end") >= pl.col("end_ns"))
+            .then(pl.col("_any_text"))
+            .otherwise(pl.lit(NVTX_CROSSING))
+            .alias("nvtx_text")
+        )
+    )
+    return named.select(empty.columns).sort(_TH, "start_ns")
+
+
+def ref_overlaps(portions: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame:
+    """Interval join: ``_gap, cause, nvtx_text, overlap_ns`` for each portion x segment overlap."""
+    segs = segments.sort(_TH, "start_ns").with_row_index("_i")
+    starts = segs.select(_TH, pl.col("start_ns").alias("_s"), "_i").sort("_s")
+    first_of_thread = segs.group_by(_TH).agg(pl.col("_i").min().alias("_i_first"))
+    probe = portions.select(
+        "_gap", _TH, pl.col("start_ns").alias("_a"), pl.col("end_ns").alias("_b")
+    ).with_columns((pl.col("_b") - 1).alias("_b_last"))
+    runs = (
+        probe.sort("_a")
+        .join_asof(
+            starts, left_on="_a", right_on="_s", by=_TH, strategy="backward", check_sortedness=False
+        )
+        .rename({"_i": "_i0"})
+        .drop("_s")
+        .sort("_b_last")
+        .join_asof(
+            starts,
+            left_on="_b_last",
+            right_on="_s",
+            by=_TH,
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .rename({"_i": "_i1"})
+        .join(first_of_thread, on=_TH, how="left")
+        .with_columns(pl.coalesce("_i0", "_i_first").alias("_i0"))
+        .filter(pl.col("_i1").is_not_null() & (pl.col("_i1") >= pl.col("_i0")))
+        .select(
+            "_gap", "_a", "_b", pl.int_ranges("_i0", pl.col("_i1") + 1, dtype=pl.UInt32).alias("_i")
+        )
+        .explode("_i")
+    )
+    overlap = pl.min_horizontal("end_ns", "_b") - pl.max_horizontal("start_ns", "_a")
+    return (
+        runs.join(segs.select("_i", "start_ns", "end_ns", "cause", "nvtx_text"), on="_i")
+        .select("_gap", "cause", "nvtx_text", overlap.alias("overlap_ns"))
+        .filter(pl.col("overlap_ns") > 0)
+    )
+
+
+def ref_clamp(col: str) -> pl.Expr:
+    return pl.min_horizontal(pl.max_horizontal(pl.col(col), "start_ns"), "end_ns")
+
+
+def ref_feeding_launches(trace: model.Trace, gaps: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``gaps`` (with ``_gap``) plus the next operation and its launch call, where found."""
+    nxt = ref_next_operations(gaps, ref_operations(trace), keys)
+    launches = ref_launch_calls(
+        trace.cuda_api,
+        nxt.select(
+            pl.col("_op_source").alias("source"),
+            pl.col("_op_pid").alias("pid"),
+            pl.col("next_correlation_id").alias("correlation_id"),
+        ),
+    )
+    return (
+        gaps.join(nxt, on="_gap", how="left")
+        .join(
+            launches,
+            left_on=["_op_source", "_op_pid", "next_correlation_id"],
+            right_on=["source", "pid", "correlation_id"],
+            how="left",
+        )
+        .rename({"_op_source": "_feed_source", "_op_pid": "_feed_pid"})
+    )
+
+
+REF_LAUNCHED = pl.col("launch_start_ns").is_not_null()
+
+
+def ref_classified(table: pl.DataFrame, has_api: bool, slack_ns: int) -> pl.DataFrame:
+    """Adds ``primary``, ``duration_ns`` and the launch call clamped into the gap (``_l, _le``)."""
+    return table.with_columns(
+        pl.when(pl.lit(not has_api))
+        .then(pl.lit("no_data"))
+        .when(~REF_LAUNCHED)
+        .then(pl.lit("no_launch_record"))
+        .when(pl.col("launch_start_ns") >= pl.col("start_ns") - slack_ns)
+        .then(pl.lit("launched_late"))
+        .otherwise(pl.lit("gpu_wait"))
+        .alias("primary"),
+        (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
+        pl.when(REF_LAUNCHED).then(ref_clamp("launch_start_ns")).alias("_l"),
+        pl.when(REF_LAUNCHED).then(ref_clamp("launch_end_ns")).alias("_le"),
+    )
+
+
+def ref_host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The feeding threads (``source, pid, tid, _th``) and the host portions of the gaps."""
+    with_host = table.filter(REF_LAUNCHED & (pl.col("_l") > pl.col("start_ns")))
+    threads = (
+        with_host.select(
+            pl.col("_feed_source").alias("source"), pl.col("_feed_pid").alias("pid"), "tid"
+        )
+        .unique()
+        .sort(list(_THREAD))
+        .with_row_index(_TH)
+    )
+    portions = with_host.join(
+        threads, left_on=["_feed_source", "_feed_pid", "tid"], right_on=list(_THREAD), how="inner"
+    ).select("_gap", _TH, "start_ns", pl.col("_l").alias("end_ns"))
+    return threads, portions
+
+
+def ref_split(
+    table: pl.DataFrame, hits: pl.DataFrame, has_api: bool, no_host_data: bool
+) -> pl.DataFrame:
+    """Adds ``<cause>_ns`` for every cause, ``cause`` and ``nvtx_text`` to each gap."""
+    per_cause = hits.group_by("_gap").agg(
+        pl.col("overlap_ns").filter(pl.col("cause") == c).sum().alias(f"{c}_ns")
+        for c in HOST_CAUSES
+    )
+    host_ns = [f"{c}_ns" for c in HOST_CAUSES]
+    host_len = pl.when(REF_LAUNCHED).then(pl.col("_l") - pl.col("start_ns")).otherwise(0)
+    rest = host_len - pl.sum_horizontal(host_ns)
+    cause_ns = [f"{c}_ns" for c in CAUSES]
+    return (
+        table.join(per_cause, on="_gap", how="left")
+        .join(ref_top_texts(hits), on="_gap", how="left")
+        .with_columns(pl.col(c).fill_null(0) for c in host_ns)
+        .with_columns(
+            (pl.lit(0) if no_host_data else rest).alias("unattributed_ns"),
+            (rest if no_host_data else pl.lit(0)).alias("unattributed_no_data_ns"),
+            pl.when(REF_LAUNCHED)
+            .then(pl.col("_le") - pl.col("_l"))
+            .otherwise(0)
+            .alias("launch_call_ns"),
+            pl.when(REF_LAUNCHED)
+            .then(pl.col("end_ns") - pl.col("_le"))
+            .otherwise(0)
+            .alias("gpu_wait_ns"),
+            pl.when(REF_LAUNCHED)
+            .then(0)
+            .otherwise(pl.col("duration_ns"))
+            .alias("no_launch_record_ns"),
+        )
+        .with_columns(
+            # Without a CUDA API table there is no launch to look for: nothing is known.
+            *(
+                ()
+                if has_api
+                else (
+                    pl.col("no_launch_record_ns").alias("unattributed_no_data_ns"),
+                    pl.lit(0).alias("no_launch_record_ns"),
+                )
+            )
+        )
+        .with_columns(pl.col(c).cast(pl.Int64) for c in cause_ns)
+        .with_columns(
+            pl.when(pl.col("duration_ns") > 0).then(ref_largest(cause_ns, CAUSES)).alias("cause")
+        )
+    )
+
+
+def ref_largest(columns: Sequence[str], names: Sequence[str]) -> pl.Expr:
+    """Name of the largest column per row (the first on a tie)."""
+    return (
+        pl.concat_list(columns)
+        .list.arg_max()
+        .replace_strict(list(range(len(names))), list(names), return_dtype=pl.String)
+    )
+
+
+def ref_text_time(hits: pl.DataFrame) -> pl.DataFrame:
+    return (
+        hits.filter(pl.col("nvtx_text").is_not_null())
+        .group_by("_gap", "nvtx_text")
+        .agg(
+            pl.col("overlap_ns").sum().alias("covered_ns"),
+            pl.col("overlap_ns").filter(pl.col("cause") == "nvtx").sum().alias("nvtx_ns"),
+        )
+    )
+
+
+def ref_top_texts(hits: pl.DataFrame) -> pl.DataFrame:
+    return (
+        ref_text_time(hits)
+        .sort(["covered_ns", "nvtx_text"], descending=[True, False])
+        .unique(subset="_gap", keep="first", maintain_order=True)
+        .select("_gap", "nvtx_text")
+    )
+
+
+def ref_attribute_gaps(
+    trace: model.Trace, gaps: pl.DataFrame, settings: Settings, keys: Sequence[str]
+) -> HostResult:
+    """``attribute_gaps`` before the rewrite for speed."""
+    keys = list(keys)
+    caps = trace.capabilities
+    missing = unavailable_causes(caps)
+    has_api = caps.has("cuda_api")
+    no_host_data = any(not caps.has(t) for t in _HOST_TABLES)
+
+    numbered = gaps.select(*keys, "start_ns", "end_ns").with_row_index("_gap")
+    table = ref_classified(
+        ref_feeding_launches(trace, numbered, keys),
+        has_api,
+        settings.launch_slack_ns,
+    )
+    threads, portions = ref_host_portions(table)
+    hits = ref_overlaps(portions, ref_host_segments(trace, threads))
+    table = ref_split(table, hits, has_api, no_host_data)
+
+    feed = [
+        *([pl.col("_feed_source").alias("source")] if "source" not in keys else []),
+        *([pl.col("_feed_pid").alias("pid")] if "pid" not in keys else []),
+    ]
+    out = table.sort("_gap").select(
+        *keys,
+        "start_ns",
+        "end_ns",
+        "duration_ns",
+        *feed,
+        "tid",
+        "next_kind",
+        "next_correlation_id",
+        "launch_name",
+        "launch_start_ns",
+        "launch_end_ns",
+        "primary",
+        "cause",
+        "nvtx_text",
+        *(f"{c}_ns" for c in CAUSES),
+    )
+    gpus = pl.concat(
+        [trace.gpus.select(pl.col("gpu").cast(pl.Int32)), out.select(pl.col("gpu").cast(pl.Int32))]
+    ).unique()
+    per_gpu = _per_gpu(out, gpus)
+    nvtx = _nvtx_table(
+        ref_text_time(hits).join(table.select("_gap", "gpu"), on="_gap"),
+        per_gpu.select("gpu", "gap_ns"),
+    )
+    return HostResult(
+        gaps=out,
+        per_gpu=per_gpu,
+        shares=_long_shares(per_gpu),
+        nvtx=nvtx,
+        gil_threads=ref_gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi")),
+        unavailable=tuple(f"{CAUSE_LABELS[c]}: {why}" for c, why in missing.items()),
+        unavailable_causes=tuple(missing),
+    )

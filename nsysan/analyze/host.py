@@ -49,12 +49,20 @@ Definition (docs/metrics/host.md):
   text the time attributed to ``nvtx`` and the host-portion time it covers.
 * **Unavailable.** A cause whose table is missing (:attr:`Capabilities.present`) is
   never assigned; :attr:`HostResult.unavailable` names it with the reason.
+
+How, without a loop over gaps or threads (millions of each in big exports): the
+next operation and its launch call are exact as-of joins on sorted tables; one sweep
+over the edges of the feeding threads' intervals cuts their timelines into segments
+of one cause; running totals of each cause's time over the segments, read at both
+ends of a host portion with as-of joins, give the portion's split; only portions
+inside NVTX ranges meet the named segments one by one, for the text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import polars as pl
 
@@ -108,6 +116,8 @@ CAUSES = (
     "gpu_wait",
     "no_launch_record",
 )
+# Per-segment causes as an Enum: a million string literals are slow to build.
+_HOST_CAUSE = pl.Enum(HOST_CAUSES)
 # Causes that happen on the host (for host_share); gpu_wait and no_launch_record do not.
 HOST_SIDE_CAUSES = (*HOST_CAUSES, "unattributed", "unattributed_no_data", "launch_call")
 CAUSE_LABELS = {
@@ -248,6 +258,10 @@ _HOST_TABLES = ("osrt", "sched", "nvtx")
 NVTX_NO_TEXT = "(no text)"
 NVTX_CROSSING = "(crossing NVTX ranges)"
 
+# Plans here are sorts and as-of joins over millions of rows; the in-memory engine
+# runs them about twice as fast as the streaming one (polars' default).
+_ENGINE: Final = "in-memory"
+
 _THREAD = ("source", "pid", "tid")
 _TH = "_th"
 
@@ -296,61 +310,119 @@ def _base_name(name: pl.Expr) -> pl.Expr:
     return name.str.replace(r"@.*$", "").str.replace(r"(_v\d+|_pt(sz|ds))+$", "")
 
 
+def _name_in(names: pl.Series, base_names: frozenset[str]) -> pl.Expr:
+    """Whether the ``name`` column's base name is in ``base_names`` (null for a null name).
+
+    ``names`` holds (at least) every name the column can take.
+    """
+    # The regex runs once per distinct name, not once per row of a million-row table.
+    distinct = names.drop_nulls().unique().to_frame("name")
+    raw = distinct.filter(_base_name(pl.col("name")).is_in(list(base_names)))["name"]
+    return pl.col("name").is_in(raw.to_list())
+
+
+def _sorted(df: pl.LazyFrame, cols: Sequence[str], *, descending: bool = False) -> pl.LazyFrame:
+    # Stable single-column sorts run several times faster than one multi-column sort
+    # on millions of unordered rows; sorting the least significant column first gives
+    # the same order.
+    for col in reversed(cols):
+        df = df.sort(col, descending=descending, maintain_order=True)
+    return df
+
+
+def _run_starts(cols: Sequence[str]) -> pl.Expr:
+    """True on the first row of each run of equal ``cols`` in a frame sorted by them."""
+    changed = pl.any_horizontal(pl.col(c).ne_missing(pl.col(c).shift(1)) for c in cols)
+    return changed | (pl.int_range(pl.len()) == 0)
+
+
+def _run_ends(cols: Sequence[str]) -> pl.Expr:
+    """True on the last row of each run of equal ``cols`` in a frame sorted by them."""
+    changed = pl.any_horizontal(pl.col(c).ne_missing(pl.col(c).shift(-1)) for c in cols)
+    return changed | (pl.int_range(pl.len()) == pl.len() - 1)
+
+
 # Preference among operations starting at the same instant.
 _KIND_ORDER = ("kernel", "memcpy", "memset")
 
 
-def _operations(trace: Trace) -> pl.DataFrame:
+def _operations(trace: Trace) -> pl.LazyFrame:
     cols = ["source", "pid", "device_id", "gpu", "correlation_id", "start_ns"]
     parts = [
-        trace.table(table).select(*cols, pl.lit(rank, dtype=pl.Int8).alias("_kind_rank"))
+        trace.table(table).lazy().select(*cols, pl.lit(rank, dtype=pl.Int8).alias("_kind_rank"))
         for rank, table in enumerate(("kernels", "memcpy", "memset"))
     ]
     return pl.concat(parts).drop_nulls(["gpu", "start_ns"])
 
 
-def _next_operations(gaps: pl.DataFrame, ops: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Per gap (``_gap`` index): the operation starting exactly at the gap's end, if any."""
-    first = (
-        ops.sort(
-            [*keys, "start_ns", "_kind_rank", "source", "pid", "correlation_id"], nulls_last=True
-        )
-        .unique(subset=[*keys, "start_ns"], keep="first", maintain_order=True)
-        .select(
-            *keys,
-            pl.col("start_ns").alias("end_ns"),
-            pl.col("source").alias("_op_source"),
-            pl.col("pid").alias("_op_pid"),
-            pl.col("correlation_id").alias("next_correlation_id"),
-            pl.col("_kind_rank")
-            .replace_strict(
-                list(range(len(_KIND_ORDER))), list(_KIND_ORDER), return_dtype=pl.String
-            )
-            .alias("next_kind"),
-        )
+# The look-ups below are exact (tolerance 0) as-of joins on sorted tables: on
+# millions of rows several times faster than hash joins on several keys. A backward
+# as-of join takes the last of the rows sharing a key, so ties are sorted with the
+# preferred row last.
+
+
+def _next_operations(gaps: pl.LazyFrame, ops: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
+    """``gaps`` plus the operation starting exactly at each gap's end, if any."""
+    preferred_last = _sorted(
+        ops.drop_nulls([*keys, "start_ns"]),
+        ["_kind_rank", "source", "pid", "correlation_id"],
+        descending=True,
+    )
+    starts = preferred_last.sort("start_ns", maintain_order=True).select(
+        *keys,
+        pl.col("start_ns").alias("_op_start"),
+        pl.col("source").alias("_feed_source"),
+        pl.col("pid").alias("_feed_pid"),
+        pl.col("correlation_id").alias("next_correlation_id"),
+        "_kind_rank",
     )
     return (
-        gaps.select("_gap", *keys, "end_ns")
-        .join(first, on=[*keys, "end_ns"], how="inner")
-        .select("_gap", "_op_source", "_op_pid", "next_correlation_id", "next_kind")
+        gaps.sort("end_ns")
+        .join_asof(
+            starts,
+            left_on="end_ns",
+            right_on="_op_start",
+            by=keys,
+            strategy="backward",
+            tolerance=0,
+            check_sortedness=False,
+        )
+        .drop("_op_start")
     )
 
 
-def _launch_calls(cuda_api: pl.DataFrame, wanted: pl.DataFrame) -> pl.DataFrame:
-    """The earliest CUDA API row per (source, pid, correlation id) in ``wanted``."""
+def _launch_calls(cuda_api: pl.DataFrame) -> pl.LazyFrame:
+    """CUDA API rows by correlation id; among equal ids the earliest-starting one last."""
+    calls = cuda_api.lazy().select(
+        pl.col("correlation_id").alias("next_correlation_id"),
+        pl.col("source").alias("_feed_source"),
+        pl.col("pid").alias("_feed_pid"),
+        "tid",
+        pl.col("name").alias("launch_name"),
+        pl.col("start_ns").alias("launch_start_ns"),
+        pl.col("end_ns").alias("launch_end_ns"),
+    )
+    # Reversed first, so that of identical calls the first in the table comes last.
+    preferred_last = _sorted(
+        calls.drop_nulls(["next_correlation_id", "launch_start_ns", "launch_end_ns"]).reverse(),
+        ["launch_start_ns", "launch_end_ns"],
+        descending=True,
+    )
+    return preferred_last.sort("next_correlation_id", maintain_order=True)
+
+
+def _feeding_launches(trace: Trace, gaps: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
+    """``gaps`` plus the next operation and its launch call, where found (in no set order)."""
     return (
-        cuda_api.join(wanted, on=["source", "pid", "correlation_id"], how="semi")
-        .drop_nulls(["start_ns", "end_ns"])
-        .sort("start_ns", "end_ns")
-        .unique(subset=["source", "pid", "correlation_id"], keep="first", maintain_order=True)
-        .select(
-            "source",
-            "pid",
-            "correlation_id",
-            "tid",
-            pl.col("name").alias("launch_name"),
-            pl.col("start_ns").alias("launch_start_ns"),
-            pl.col("end_ns").alias("launch_end_ns"),
+        _next_operations(gaps, _operations(trace), keys)
+        .sort("next_correlation_id")
+        .join_asof(
+            _launch_calls(trace.cuda_api),
+            on="next_correlation_id",
+            by=["_feed_source", "_feed_pid"],
+            strategy="backward",
+            tolerance=0,
+            check_sortedness=False,
         )
     )
 
@@ -361,13 +433,18 @@ def descheduled_intervals(sched: pl.DataFrame) -> pl.DataFrame:
     A switch-out with no later switch-in (thread exit, end of capture) has no known
     end and is left out.
     """
-    ordered = sched.drop_nulls(["tid", "time_ns", "is_sched_in"]).sort(*_THREAD, "time_ns")
-    nxt = ordered.with_columns(
-        pl.col("time_ns").shift(-1).over(_THREAD).alias("_next_t"),
-        pl.col("is_sched_in").shift(-1).over(_THREAD).alias("_next_in"),
-    )
-    return nxt.filter(~pl.col("is_sched_in") & pl.col("_next_in").fill_null(False)).select(
-        *_THREAD, pl.col("time_ns").alias("start_ns"), pl.col("_next_t").alias("end_ns")
+    thread_time = [*_THREAD, "time_ns"]
+    ordered = _sorted(sched.lazy().drop_nulls(["tid", "time_ns", "is_sched_in"]), thread_time)
+    # The next row of the same thread, whatever the order of events at one instant.
+    same_thread = pl.all_horizontal(pl.col(c).eq_missing(pl.col(c).shift(-1)) for c in _THREAD)
+    return (
+        ordered.with_columns(
+            pl.col("time_ns").shift(-1).alias("_next_t"),
+            (pl.col("is_sched_in").shift(-1) & same_thread).alias("_next_in"),
+        )
+        .filter(~pl.col("is_sched_in") & pl.col("_next_in").fill_null(False))
+        .select(*_THREAD, pl.col("time_ns").alias("start_ns"), pl.col("_next_t").alias("end_ns"))
+        .collect(engine=_ENGINE)
     )
 
 
@@ -378,15 +455,17 @@ def _gil_marked(osrt: pl.DataFrame) -> pl.DataFrame:
     """Outermost GIL-family waits with ``call`` (base name), ``_near`` and ``_long`` flags."""
     duration = pl.col("end_ns") - pl.col("start_ns")
     return (
-        osrt.with_columns(_base_name(pl.col("name")).alias("call"))
+        osrt.lazy()
         .filter(
-            pl.col("call").is_in(list(GIL_WAIT_CALLS)) & (pl.col("nesting_level").fill_null(0) == 0)
+            _name_in(osrt["name"], GIL_WAIT_CALLS) & (pl.col("nesting_level").fill_null(0) == 0)
         )
         .with_columns(
+            _base_name(pl.col("name")).alias("call"),
             ((duration - GIL_SWITCH_INTERVAL_NS).abs() <= GIL_TOLERANCE_NS).alias("_near"),
             (duration >= GIL_LONG_WAIT_NS).alias("_long"),
             (duration <= GIL_SWITCH_INTERVAL_NS + GIL_TOLERANCE_NS).alias("_slice"),
         )
+        .collect(engine=_ENGINE)
     )
 
 
@@ -418,49 +497,51 @@ def gil_threads(osrt: pl.DataFrame) -> pl.DataFrame:
     ).sort(_GIL_KEYS)
 
 
-def _positive(df: pl.DataFrame) -> pl.DataFrame:
+def _positive(df: pl.LazyFrame) -> pl.LazyFrame:
     return df.drop_nulls(["start_ns", "end_ns"]).filter(pl.col("end_ns") > pl.col("start_ns"))
 
 
-def _layers(trace: Trace, threads: pl.DataFrame) -> dict[str, pl.DataFrame]:
+def _feeding(df: pl.DataFrame, threads: pl.DataFrame) -> pl.LazyFrame:
+    """The rows of ``df`` on the feeding threads, with their ``_th``."""
+    return df.lazy().join(threads.lazy(), on=list(_THREAD), how="inner")
+
+
+def _layers(
+    trace: Trace, threads: pl.DataFrame, signature: pl.DataFrame
+) -> dict[str, pl.LazyFrame]:
     """Per host cause, the intervals of the feeding threads (``_th, start_ns, end_ns``)."""
-
-    def own(df: pl.DataFrame) -> pl.DataFrame:
-        return _positive(df.join(threads, on=list(_THREAD), how="inner"))
-
     cols = [_TH, "start_ns", "end_ns"]
-    api = own(trace.cuda_api).with_columns(
-        _base_name(pl.col("name")).is_in(list(CUDA_SYNC_APIS)).alias("_sync")
+    api = _positive(_feeding(trace.cuda_api, threads)).with_columns(
+        _name_in(trace.cuda_api["name"], CUDA_SYNC_APIS).alias("_sync")
     )
-    osrt = own(trace.osrt).with_columns(_base_name(pl.col("name")).alias("_name"))
-    is_blocking = pl.col("_name").is_in(list(BLOCKING_OS_CALLS))
-    signature = gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi"))
+    osrt = _positive(_feeding(trace.osrt, threads))
+    is_blocking = _name_in(trace.osrt["name"], BLOCKING_OS_CALLS)
     # The last wait of a GIL acquisition is woken early, so every slice-or-shorter
     # wait of the signature call counts, not only the ~5 ms ones.
     gil = (
-        _gil_marked(osrt)
+        _gil_marked(osrt.collect(engine=_ENGINE))
+        .lazy()
         .filter(pl.col("_slice"))
-        .join(signature.select(_GIL_KEYS), on=list(_GIL_KEYS), how="semi")
+        .join(signature.lazy().select(_GIL_KEYS), on=list(_GIL_KEYS), how="semi")
     )
+    descheduled = descheduled_intervals(trace.sched.join(threads, on=list(_THREAD), how="semi"))
     return {
         "cuda_sync": api.filter(pl.col("_sync")).select(cols),
         "gil_wait": gil.select(cols),
         "blocking_os": osrt.filter(is_blocking).select(cols),
         "cuda_api": api.filter(~pl.col("_sync")).select(cols),
         "os_call": osrt.filter(~is_blocking).select(cols),
-        "descheduled": own(
-            descheduled_intervals(trace.sched.join(threads, on=list(_THREAD), how="semi"))
-        ).select(cols),
-        "nvtx": own(trace.nvtx).select(cols),
+        "descheduled": _positive(_feeding(descheduled, threads)).select(cols),
+        "nvtx": _positive(_feeding(trace.nvtx, threads)).select(cols),
     }
 
 
-def _nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
-    """Feeding-thread NVTX ranges with their nesting depth (1 = outermost)."""
+def _nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.LazyFrame:
+    """Feeding-thread NVTX ranges with their nesting depth (1 = outermost), by start."""
     ranges = (
-        _positive(trace.nvtx.join(threads, on=list(_THREAD), how="inner"))
+        _positive(_feeding(trace.nvtx, threads))
         .select(_TH, "start_ns", "end_ns", pl.col("text").fill_null(NVTX_NO_TEXT))
-        .sort([_TH, "start_ns", "end_ns"], descending=[False, False, True])
+        .sort([_TH, "start_ns", "end_ns"], descending=[False, False, True], maintain_order=True)
         .with_columns(pl.int_range(pl.len()).over(_TH).alias("_pos"))
     )
     ends = (
@@ -474,7 +555,7 @@ def _nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
     # Depth = ranges opened so far (this one included) - ranges closed by its start;
     # exact for properly nested (push/pop) ranges.
     return (
-        ranges.sort("start_ns")
+        ranges.sort("start_ns", maintain_order=True)
         .join_asof(
             ends,
             left_on="start_ns",
@@ -490,113 +571,226 @@ def _nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
             "text",
             (pl.col("_pos") + 1 - pl.col("_closed").fill_null(0)).cast(pl.Int64).alias("_depth"),
         )
-        .sort("start_ns")
     )
 
 
-def host_segments(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
+def _cause_segments(trace: Trace, threads: pl.DataFrame, signature: pl.DataFrame) -> pl.DataFrame:
     """The feeding threads' timelines cut into segments with one host cause each.
 
-    ``threads`` has ``source, pid, tid, _th``. Returns ``_th, start_ns, end_ns,
-    cause, nvtx_text``: disjoint segments where at least one host cause applies, the
-    cause chosen by :data:`HOST_CAUSES` precedence, ``nvtx_text`` the innermost NVTX
-    range (null outside any range).
+    Returns ``_th, start_ns, end_ns, cause, _depth`` sorted by ``_th, start_ns``:
+    disjoint segments where at least one host cause applies, ``cause`` (an Enum of
+    :data:`HOST_CAUSES`) chosen by their precedence, ``_depth`` the number of NVTX
+    ranges open.
     """
-    layers = _layers(trace, threads)
+    plans = _layers(trace, threads, signature)
+    layers = dict(zip(plans, pl.collect_all(plans.values(), engine=_ENGINE), strict=True))
+    # Causes without intervals get no running depth: often most of them.
+    present = [c for c in HOST_CAUSES if not layers[c].is_empty()]
+    if not present:
+        return pl.DataFrame(
+            schema={
+                _TH: threads.schema[_TH],
+                "start_ns": pl.Int64,
+                "end_ns": pl.Int64,
+                "cause": _HOST_CAUSE,
+                "_depth": pl.Int64,
+            }
+        )
     events = pl.concat(
         [
-            df.select(
+            layers[c]
+            .lazy()
+            .select(
                 _TH,
                 pl.col(edge).alias("_t"),
-                pl.lit(k, dtype=pl.Int8).alias("_layer"),
+                pl.lit(c, dtype=_HOST_CAUSE).alias("_layer"),
                 pl.lit(step, dtype=pl.Int32).alias("_d"),
             )
-            for k, df in enumerate(layers[cause] for cause in HOST_CAUSES)
+            for c in present
             for edge, step in (("start_ns", 1), ("end_ns", -1))
         ]
     )
-    empty = pl.DataFrame(
-        schema={
-            _TH: threads.schema[_TH],
-            "start_ns": pl.Int64,
-            "end_ns": pl.Int64,
-            "cause": pl.String,
-            "nvtx_text": pl.String,
-        }
-    )
-    if events.is_empty():
-        return empty
-    depth = [f"_depth{k}" for k in range(len(HOST_CAUSES))]
-    swept = (
-        events.sort(_TH, "_t")
+    depth = {c: f"_depth_{c}" for c in present}
+    return (
+        _sorted(events, [_TH, "_t"])
+        # Every interval opens and closes on its own thread, so running totals over
+        # the whole table are back at zero after each thread's last event: they need
+        # no restart per thread.
         .with_columns(
-            pl.when(pl.col("_layer") == k)
-            .then(pl.col("_d"))
-            .otherwise(0)
-            .cum_sum()
-            .over(_TH)
-            .alias(d)
-            for k, d in enumerate(depth)
+            pl.when(pl.col("_layer") == c).then(pl.col("_d")).otherwise(0).cum_sum().alias(d)
+            for c, d in depth.items()
         )
-        # The state after every event at an instant holds until the next instant.
-        .group_by(_TH, "_t", maintain_order=True)
-        .agg(pl.col(d).last() for d in depth)
-        .with_columns(pl.col("_t").shift(-1).over(_TH).alias("end_ns"))
-        .drop_nulls("end_ns")
-        .filter(pl.col("end_ns") > pl.col("_t"))
+        # The state after the last event at an instant holds until the next instant
+        # (after a thread's last instant nothing is open: no cause, no segment).
+        .filter(_run_ends([_TH, "_t"]))
         .select(
             _TH,
             pl.col("_t").alias("start_ns"),
-            "end_ns",
+            pl.col("_t").shift(-1).alias("end_ns"),
             pl.coalesce(
-                pl.when(pl.col(d) > 0).then(pl.lit(cause))
-                for d, cause in zip(depth, HOST_CAUSES, strict=True)
+                pl.when(pl.col(d) > 0).then(pl.lit(c, dtype=_HOST_CAUSE)) for c, d in depth.items()
             ).alias("cause"),
-            pl.col(depth[HOST_CAUSES.index("nvtx")]).cast(pl.Int64).alias("_depth"),
+            (pl.col(depth["nvtx"]) if "nvtx" in depth else pl.lit(0))
+            .cast(pl.Int64)
+            .alias("_depth"),
         )
         .filter(pl.col("cause").is_not_null())
+        .collect(engine=_ENGINE)
     )
+
+
+def _named(segments: pl.DataFrame, trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
+    """The ``segments`` inside NVTX ranges, in order, with ``nvtx_text`` (innermost range)."""
     ranges = _nvtx_ranges(trace, threads)
     latest = ranges.select(
         _TH, "start_ns", pl.col("_range_end").alias("_any_end"), pl.col("text").alias("_any_text")
     )
-    named = (
-        swept.sort("start_ns")
+    # The segments are sorted by start within each thread, which is all the as-of
+    # joins by thread need; their order is kept.
+    return (
+        segments.lazy()
+        .filter(pl.col("_depth") > 0)
         .join_asof(
             ranges, on="start_ns", by=[_TH, "_depth"], strategy="backward", check_sortedness=False
         )
         .join_asof(latest, on="start_ns", by=_TH, strategy="backward", check_sortedness=False)
-        .with_columns(
-            pl.when(pl.col("_depth") <= 0)
-            .then(None)
-            .when(pl.col("_range_end") >= pl.col("end_ns"))
+        .select(
+            _TH,
+            "start_ns",
+            "end_ns",
+            "cause",
+            pl.when(pl.col("_range_end") >= pl.col("end_ns"))
             .then(pl.col("text"))
             # Only ranges that cross instead of nesting get here: the most recently
             # opened range if it is still open, else no single innermost range.
             .when(pl.col("_any_end") >= pl.col("end_ns"))
             .then(pl.col("_any_text"))
             .otherwise(pl.lit(NVTX_CROSSING))
-            .alias("nvtx_text")
+            .alias("nvtx_text"),
         )
+        .collect(engine=_ENGINE)
     )
-    return named.select(empty.columns).sort(_TH, "start_ns")
+
+
+def host_segments(
+    trace: Trace, threads: pl.DataFrame, signature: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """The feeding threads' timelines cut into segments with one host cause each.
+
+    ``threads`` has ``source, pid, tid, _th``; ``signature`` is :func:`gil_threads`
+    of their OS runtime calls (computed when not given). Returns ``_th, start_ns,
+    end_ns, cause, nvtx_text``, sorted by ``_th, start_ns``: disjoint segments where
+    at least one host cause applies, ``cause`` (an Enum of :data:`HOST_CAUSES`)
+    chosen by their precedence, ``nvtx_text`` the innermost NVTX range (null outside
+    any range).
+    """
+    if signature is None:
+        signature = gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi"))
+    segments = _cause_segments(trace, threads, signature)
+    outside = segments.filter(pl.col("_depth") <= 0).select(
+        _TH, "start_ns", "end_ns", "cause", pl.lit(None, dtype=pl.String).alias("nvtx_text")
+    )
+    named = _named(segments, trace, threads)
+    return _sorted(pl.concat([named, outside]).lazy(), [_TH, "start_ns"]).collect(engine=_ENGINE)
+
+
+def _time_in(
+    portions: pl.DataFrame, segments: pl.DataFrame, parts: dict[str, pl.Expr]
+) -> pl.DataFrame:
+    """Per host portion (``_gap``, sorted): its time in the segments where each part holds.
+
+    ``parts`` maps an output column to a condition on a segment's ``cause`` and
+    ``_depth``. ``segments`` are disjoint per thread and sorted by ``_th, start_ns``.
+    A running total of the time of the segments where a part holds, read at the
+    portion's end minus read at its start, is the portion's time in that part. A
+    reading is an as-of join: the total before the last segment starting at or
+    before the instant, plus that segment's share up to the instant.
+    """
+    holds = segments.select(cond.any().alias(name) for name, cond in parts.items()).row(
+        0, named=True
+    )
+    # A part that holds nowhere has no time: no running total to keep for it.
+    live = {name: cond for name, cond in parts.items() if holds[name]}
+    # One running total over all threads: a difference within one thread is exact.
+    totals = segments.select(
+        _TH,
+        "start_ns",
+        "end_ns",
+        "cause",
+        "_depth",
+        *(
+            pl.when(cond)
+            .then(pl.col("end_ns") - pl.col("start_ns"))
+            .otherwise(0)
+            .cum_sum()
+            .shift(1, fill_value=0)
+            .alias(f"_before{name}")
+            for name, cond in live.items()
+        ),
+    )
+    # Nothing is covered before a thread's first segment: read there instead.
+    first = totals.filter(_run_starts([_TH])).select(_TH, pl.col("start_ns").alias("_first"))
+    probe = portions.lazy().join(first.lazy(), on=_TH, how="left")
+
+    def reading(edge: str) -> pl.LazyFrame:
+        t = pl.max_horizontal(edge, "_first").alias("_t")
+        upto = pl.min_horizontal("_t", "end_ns") - pl.col("start_ns")
+        return (
+            probe.select("_gap", _TH, t)
+            .sort("_t")
+            .join_asof(
+                totals.lazy(),
+                left_on="_t",
+                right_on="start_ns",
+                by=_TH,
+                strategy="backward",
+                check_sortedness=False,
+            )
+            .select(
+                "_gap",
+                *(
+                    (pl.col(f"_before{name}") + pl.when(cond).then(upto).otherwise(0))
+                    .fill_null(0)
+                    .alias(name)
+                    for name, cond in live.items()
+                ),
+            )
+            .sort("_gap")
+        )
+
+    at_start, at_end = pl.collect_all([reading("start_ns"), reading("end_ns")], engine=_ENGINE)
+    return at_end.select(
+        "_gap",
+        *(
+            (
+                pl.col(name) - at_start.get_column(name) if name in live else pl.lit(0, pl.Int64)
+            ).alias(name)
+            for name in parts
+        ),
+    )
 
 
 def _overlaps(portions: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame:
     """Interval join: ``_gap, cause, nvtx_text, overlap_ns`` for each portion x segment overlap.
 
     ``portions`` (``_gap, _th, start_ns, end_ns``) may overlap one another;
-    ``segments`` are disjoint per thread. Each portion meets a contiguous run of its
-    thread's segments, found with two as-of joins and expanded.
+    ``segments`` are disjoint per thread and sorted by ``_th, start_ns``. Each
+    portion meets a contiguous run of its thread's segments, found with two as-of
+    joins and expanded.
     """
-    segs = segments.sort(_TH, "start_ns").with_row_index("_i")
-    starts = segs.select(_TH, pl.col("start_ns").alias("_s"), "_i").sort("_s")
-    first_of_thread = segs.group_by(_TH).agg(pl.col("_i").min().alias("_i_first"))
-    probe = portions.select(
-        "_gap", _TH, pl.col("start_ns").alias("_a"), pl.col("end_ns").alias("_b")
-    ).with_columns((pl.col("_b") - 1).alias("_b_last"))
+    segs = segments.with_row_index("_i")
+    starts = segs.lazy().select(_TH, pl.col("start_ns").alias("_s"), "_i")
+    first_of_thread = starts.filter(_run_starts([_TH])).select(_TH, pl.col("_i").alias("_i_first"))
     runs = (
-        probe.sort("_a")
+        portions.lazy()
+        .select(
+            "_gap",
+            _TH,
+            pl.col("start_ns").alias("_a"),
+            pl.col("end_ns").alias("_b"),
+            (pl.col("end_ns") - 1).alias("_b_last"),
+        )
+        .sort("_a")
         .join_asof(
             starts, left_on="_a", right_on="_s", by=_TH, strategy="backward", check_sortedness=False
         )
@@ -619,12 +813,17 @@ def _overlaps(portions: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame:
             "_gap", "_a", "_b", pl.int_ranges("_i0", pl.col("_i1") + 1, dtype=pl.UInt32).alias("_i")
         )
         .explode("_i")
+        .collect(engine=_ENGINE)
     )
+    # Row numbers index the segments directly: a gather, not a join.
+    met = segs.select("start_ns", "end_ns", "cause", "nvtx_text")[runs["_i"]]
     overlap = pl.min_horizontal("end_ns", "_b") - pl.max_horizontal("start_ns", "_a")
     return (
-        runs.join(segs.select("_i", "start_ns", "end_ns", "cause", "nvtx_text"), on="_i")
+        pl.concat([runs, met], how="horizontal")
+        .lazy()
         .select("_gap", "cause", "nvtx_text", overlap.alias("overlap_ns"))
         .filter(pl.col("overlap_ns") > 0)
+        .collect(engine=_ENGINE)
     )
 
 
@@ -632,33 +831,10 @@ def _clamp(col: str) -> pl.Expr:
     return pl.min_horizontal(pl.max_horizontal(pl.col(col), "start_ns"), "end_ns")
 
 
-def _feeding_launches(trace: Trace, gaps: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """``gaps`` (with ``_gap``) plus the next operation and its launch call, where found."""
-    nxt = _next_operations(gaps, _operations(trace), keys)
-    launches = _launch_calls(
-        trace.cuda_api,
-        nxt.select(
-            pl.col("_op_source").alias("source"),
-            pl.col("_op_pid").alias("pid"),
-            pl.col("next_correlation_id").alias("correlation_id"),
-        ),
-    )
-    return (
-        gaps.join(nxt, on="_gap", how="left")
-        .join(
-            launches,
-            left_on=["_op_source", "_op_pid", "next_correlation_id"],
-            right_on=["source", "pid", "correlation_id"],
-            how="left",
-        )
-        .rename({"_op_source": "_feed_source", "_op_pid": "_feed_pid"})
-    )
-
-
 _LAUNCHED = pl.col("launch_start_ns").is_not_null()
 
 
-def _classified(table: pl.DataFrame, has_api: bool, slack_ns: int) -> pl.DataFrame:
+def _classified(table: pl.LazyFrame, has_api: bool, slack_ns: int) -> pl.LazyFrame:
     """Adds ``primary``, ``duration_ns`` and the launch call clamped into the gap (``_l, _le``)."""
     return table.with_columns(
         pl.when(pl.lit(not has_api))
@@ -675,13 +851,30 @@ def _classified(table: pl.DataFrame, has_api: bool, slack_ns: int) -> pl.DataFra
     )
 
 
+def _gap_table(
+    trace: Trace, gaps: pl.DataFrame, keys: list[str], has_api: bool, slack_ns: int
+) -> pl.DataFrame:
+    """The gaps, numbered (``_gap``) and classified, with their next operation and launch."""
+    numbered = gaps.select(*keys, "start_ns", "end_ns").with_row_index("_gap")
+    # Only what the look-ups need goes through their sorts; back in gap order, the
+    # result sits beside the gaps.
+    found = (
+        _feeding_launches(trace, numbered.lazy().select("_gap", *keys, "end_ns"), keys)
+        .sort("_gap")
+        .drop("_gap", *keys, "end_ns")
+        .collect(engine=_ENGINE)
+    )
+    joined = pl.concat([numbered, found], how="horizontal")
+    return _classified(joined.lazy(), has_api, slack_ns).collect(engine=_ENGINE)
+
+
 def _host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The feeding threads (``source, pid, tid, _th``) and the host portions of the gaps.
 
     A host portion is ``_gap, _th, start_ns, end_ns``: from the gap's start to its
     launch call's start, for gaps whose launch began after the gap did.
     """
-    with_host = table.filter(_LAUNCHED & (pl.col("_l") > pl.col("start_ns")))
+    with_host = table.lazy().filter(_LAUNCHED & (pl.col("_l") > pl.col("start_ns")))
     threads = (
         with_host.select(
             pl.col("_feed_source").alias("source"), pl.col("_feed_pid").alias("pid"), "tid"
@@ -689,28 +882,37 @@ def _host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .unique()
         .sort(list(_THREAD))
         .with_row_index(_TH)
+        .collect(engine=_ENGINE)
     )
-    portions = with_host.join(
-        threads, left_on=["_feed_source", "_feed_pid", "tid"], right_on=list(_THREAD), how="inner"
-    ).select("_gap", _TH, "start_ns", pl.col("_l").alias("end_ns"))
+    portions = (
+        with_host.join(
+            threads.lazy(),
+            left_on=["_feed_source", "_feed_pid", "tid"],
+            right_on=list(_THREAD),
+            how="inner",
+        )
+        .select("_gap", _TH, "start_ns", pl.col("_l").alias("end_ns"))
+        .collect(engine=_ENGINE)
+    )
     return threads, portions
 
 
 def _split(
-    table: pl.DataFrame, hits: pl.DataFrame, has_api: bool, no_host_data: bool
+    table: pl.DataFrame,
+    per_cause: pl.DataFrame,
+    text_time: pl.DataFrame,
+    has_api: bool,
+    no_host_data: bool,
 ) -> pl.DataFrame:
     """Adds ``<cause>_ns`` for every cause, ``cause`` and ``nvtx_text`` to each gap."""
-    per_cause = hits.group_by("_gap").agg(
-        pl.col("overlap_ns").filter(pl.col("cause") == c).sum().alias(f"{c}_ns")
-        for c in HOST_CAUSES
-    )
     host_ns = [f"{c}_ns" for c in HOST_CAUSES]
     host_len = pl.when(_LAUNCHED).then(pl.col("_l") - pl.col("start_ns")).otherwise(0)
     rest = host_len - pl.sum_horizontal(host_ns)
     cause_ns = [f"{c}_ns" for c in CAUSES]
     return (
-        table.join(per_cause, on="_gap", how="left")
-        .join(_top_texts(hits), on="_gap", how="left")
+        table.lazy()
+        .join(per_cause.lazy(), on="_gap", how="left", maintain_order="left")
+        .join(_top_texts(text_time), on="_gap", how="left", maintain_order="left")
         .with_columns(pl.col(c).fill_null(0) for c in host_ns)
         .with_columns(
             (pl.lit(0) if no_host_data else rest).alias("unattributed_ns"),
@@ -743,34 +945,42 @@ def _split(
         .with_columns(
             pl.when(pl.col("duration_ns") > 0).then(_largest(cause_ns, CAUSES)).alias("cause")
         )
+        .collect(engine=_ENGINE)
     )
 
 
 def _largest(columns: Sequence[str], names: Sequence[str]) -> pl.Expr:
     """Name of the largest column per row (the first on a tie)."""
-    return (
-        pl.concat_list(columns)
-        .list.arg_max()
-        .replace_strict(list(range(len(names))), list(names), return_dtype=pl.String)
-    )
+    # Picks an index, then names it: concat_list(...).list.arg_max() or string
+    # literals per row are several times slower on a million rows.
+    top = pl.max_horizontal(columns)
+    return pl.coalesce(
+        pl.when(pl.col(c) == top).then(pl.lit(i, dtype=pl.Int8)) for i, c in enumerate(columns)
+    ).replace_strict(list(range(len(names))), list(names), return_dtype=pl.String)
 
 
 def _text_time(hits: pl.DataFrame) -> pl.DataFrame:
+    """Per gap and innermost NVTX text: ``covered_ns`` and ``nvtx_ns`` (from named hits)."""
     return (
-        hits.filter(pl.col("nvtx_text").is_not_null())
+        hits.lazy()
+        .with_columns(
+            pl.when(pl.col("cause") == "nvtx").then(pl.col("overlap_ns")).otherwise(0).alias("_n")
+        )
         .group_by("_gap", "nvtx_text")
         .agg(
             pl.col("overlap_ns").sum().alias("covered_ns"),
-            pl.col("overlap_ns").filter(pl.col("cause") == "nvtx").sum().alias("nvtx_ns"),
+            pl.col("_n").sum().alias("nvtx_ns"),
         )
+        .collect(engine=_ENGINE)
     )
 
 
-def _top_texts(hits: pl.DataFrame) -> pl.DataFrame:
+def _top_texts(text_time: pl.DataFrame) -> pl.LazyFrame:
     return (
-        _text_time(hits)
+        text_time.lazy()
         .sort(["covered_ns", "nvtx_text"], descending=[True, False])
-        .unique(subset="_gap", keep="first", maintain_order=True)
+        .sort("_gap", maintain_order=True)
+        .filter(_run_starts(["_gap"]))
         .select("_gap", "nvtx_text")
     )
 
@@ -795,28 +1005,34 @@ def attribute_gaps(
     has_api = caps.has("cuda_api")
     no_host_data = any(not caps.has(t) for t in _HOST_TABLES)
 
-    numbered = gaps.select(*keys, "start_ns", "end_ns").with_row_index("_gap")
-    table = _classified(
-        _feeding_launches(trace, numbered, keys),
-        has_api,
-        settings.launch_slack_ns,
-    )
+    table = _gap_table(trace, gaps, keys, has_api, settings.launch_slack_ns)
     threads, portions = _host_portions(table)
-    hits = _overlaps(portions, host_segments(trace, threads))
-    table = _split(table, hits, has_api, no_host_data)
+    signature = gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi"))
+    segments = _cause_segments(trace, threads, signature)
+    spent = _time_in(
+        portions,
+        segments,
+        {f"{c}_ns": pl.col("cause") == c for c in HOST_CAUSES} | {"_nvtx_ns": pl.col("_depth") > 0},
+    )
+    # Only portions with time inside NVTX ranges need the costlier interval join.
+    in_ranges = portions.join(spent.filter(pl.col("_nvtx_ns") > 0), on="_gap", how="semi")
+    text_time = _text_time(_overlaps(in_ranges, _named(segments, trace, threads)))
+    table = _split(table, spent.drop("_nvtx_ns"), text_time, has_api, no_host_data)
 
     feed = [
         *([pl.col("_feed_source").alias("source")] if "source" not in keys else []),
         *([pl.col("_feed_pid").alias("pid")] if "pid" not in keys else []),
     ]
-    out = table.sort("_gap").select(
+    out = table.select(
         *keys,
         "start_ns",
         "end_ns",
         "duration_ns",
         *feed,
         "tid",
-        "next_kind",
+        pl.col("_kind_rank")
+        .replace_strict(list(range(len(_KIND_ORDER))), list(_KIND_ORDER), return_dtype=pl.String)
+        .alias("next_kind"),
         "next_correlation_id",
         "launch_name",
         "launch_start_ns",
@@ -831,7 +1047,7 @@ def attribute_gaps(
     ).unique()
     per_gpu = _per_gpu(out, gpus)
     nvtx = _nvtx_table(
-        _text_time(hits).join(table.select("_gap", "gpu"), on="_gap"),
+        text_time.join(table.select("_gap", "gpu"), on="_gap"),
         per_gpu.select("gpu", "gap_ns"),
     )
     return HostResult(
@@ -839,7 +1055,7 @@ def attribute_gaps(
         per_gpu=per_gpu,
         shares=_long_shares(per_gpu),
         nvtx=nvtx,
-        gil_threads=gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi")),
+        gil_threads=signature,
         unavailable=tuple(f"{CAUSE_LABELS[c]}: {why}" for c, why in missing.items()),
         unavailable_causes=tuple(missing),
     )
