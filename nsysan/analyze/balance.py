@@ -33,7 +33,7 @@ from typing import Literal
 import polars as pl
 
 from nsysan.errors import SettingsError
-from nsysan.intervals import clip_to_windows, overlap_with, union_intervals
+from nsysan.intervals import clip_to_windows, union_intervals
 from nsysan.model import Trace
 from nsysan.settings import Settings
 
@@ -79,6 +79,36 @@ START = "start_ns"
 END = "end_ns"
 WINDOW_START = "window_start_ns"
 WINDOW_END = "window_end_ns"
+_BUBBLES = {
+    "iteration": pl.Int64,
+    GPU: pl.Int32,
+    START: pl.Int64,
+    END: pl.Int64,
+    "iteration_ns": pl.Int64,
+    "busy_ns": pl.Int64,
+    "idle_ns": pl.Int64,
+    "fill_ns": pl.Int64,
+    "drain_ns": pl.Int64,
+}
+_BUBBLE_SUMS = {
+    GPU: pl.Int32,
+    "iterations": pl.Int64,
+    "iteration_ns": pl.Int64,
+    "busy_ns": pl.Int64,
+    "idle_ns": pl.Int64,
+    "fill_ns": pl.Int64,
+    "drain_ns": pl.Int64,
+}
+_NO_KERNELS = pl.DataFrame(
+    schema={
+        "name": pl.String,
+        "short_name": pl.String,
+        START: pl.Int64,
+        END: pl.Int64,
+        "duration_ns": pl.Int64,
+        "nccl": pl.Boolean,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -141,53 +171,189 @@ def _gpu_windows(windows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _is_nccl() -> pl.Expr:
-    return pl.col("short_name").fill_null("").str.contains(NCCL_NAME_PATTERN)
+def _sorted(df: pl.DataFrame, *by: str) -> pl.DataFrame:
+    """``df`` sorted by the ``by`` columns (nulls first).
+
+    Rows already in that order (the trace's kernel order) cost one check; others one
+    stable one-column sort per column, least significant first, several times faster
+    than one multi-column sort.
+    """
+    in_order = pl.lit(True)
+    for col in reversed(by):
+        this, prev = pl.col(col), pl.col(col).shift(1)
+        after = (this > prev).fill_null(False) | (prev.is_null() & this.is_not_null())
+        in_order = after | (this.eq_missing(prev) & in_order)
+    if df.select(in_order.slice(1).all()).item():
+        return df
+    for col in reversed(by):
+        df = df.sort(col, maintain_order=True)
+    return df
 
 
-def _kernels_in_windows(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Kernels clipped to their GPU's window, names kept (rows outside dropped)."""
-    return (
-        kernels.drop_nulls([GPU, START, END])
-        .join(windows, on=GPU, how="inner")
-        .filter((pl.col(END) >= pl.col(WINDOW_START)) & (pl.col(START) <= pl.col(WINDOW_END)))
-        .with_columns(
-            pl.max_horizontal(START, WINDOW_START).alias(START),
-            pl.min_horizontal(END, WINDOW_END).alias(END),
-            _is_nccl().alias("nccl"),
+def _union(intervals: pl.DataFrame) -> pl.DataFrame:
+    """One GPU's intervals merged (overlapping or touching ones merge), sorted by start.
+
+    With ``_before``: the union's time before each interval.
+    """
+    if not intervals.get_column(START).is_sorted():
+        intervals = intervals.sort(START)
+    opens = (pl.col(START) > pl.col("_reach").shift(1)).fill_null(True)
+    marked = intervals.with_columns(pl.col(END).cum_max().alias("_reach")).with_columns(
+        opens.alias("_opens")
+    )
+    union = pl.DataFrame(
+        {
+            START: marked.filter(pl.col("_opens")).get_column(START),
+            END: marked.filter(pl.col("_opens").shift(-1, fill_value=True)).get_column("_reach"),
+        }
+    )
+    length = pl.col(END) - pl.col(START)
+    return union.with_columns((length.cum_sum() - length).alias("_before"))
+
+
+def _union_ns(union: pl.DataFrame) -> int:
+    return int(union.select((pl.col(END) - pl.col(START)).sum()).item())
+
+
+def _busy_by_gpu(busy: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.DataFrame]:
+    """Per GPU of ``windows``, the union of its busy intervals inside its window (``_union``).
+
+    The intervals of ``union_intervals(clip_to_windows(busy, windows, "gpu"), "gpu")``,
+    one GPU at a time: no join and no grouping over millions of intervals.
+    """
+    # The library's checks (bounds in order, valid windows) run on the only rows that
+    # can fail them.
+    clip_to_windows(busy.filter(pl.col(END) < pl.col(START)), windows, by=GPU)
+    return {
+        gpu: _union(
+            busy.filter(
+                (pl.col(GPU) == gpu) & (pl.col(END) >= start) & (pl.col(START) <= end)
+            ).select(pl.col(START).clip(lower_bound=start), pl.col(END).clip(upper_bound=end))
         )
-        .with_columns((pl.col(END) - pl.col(START)).alias("duration_ns"))
-        .select(GPU, "name", "short_name", START, END, "duration_ns", "nccl")
+        for gpu, start, end in windows.iter_rows()
+    }
+
+
+def _lookup(
+    cells: pl.DataFrame,
+    at: str,
+    busy: pl.DataFrame,
+    strategy: Literal["backward", "forward"],
+    suffix: str,
+) -> pl.DataFrame:
+    """``cells`` with the interval of one GPU's ``busy`` union an as-of join finds for ``at``.
+
+    Its columns get ``suffix``; ``at`` must be in time order.
+    """
+    names = {START: f"_s{suffix}", END: f"_e{suffix}", "_before": f"_before{suffix}"}
+    return cells.join_asof(
+        busy.rename(names),
+        left_on=at,
+        right_on=names[START],
+        strategy=strategy,
+        check_sortedness=False,
     )
 
 
-def _union_ns(intervals: pl.DataFrame, name: str) -> pl.DataFrame:
-    u = union_intervals(intervals.select(GPU, START, END), by=GPU)
-    return u.group_by(GPU).agg((pl.col(END) - pl.col(START)).sum().alias(name))
+def _found(
+    cells: pl.DataFrame,
+    at: str,
+    busy: dict[int, pl.DataFrame],
+    strategy: Literal["backward", "forward"],
+    suffix: str,
+) -> pl.DataFrame:
+    """``_lookup`` for cells of several GPUs; rows come out grouped by GPU.
+
+    ``at`` must be in time order within each GPU, and ``busy`` must hold every GPU of
+    ``cells``.
+    """
+    return pl.concat(
+        _lookup(cells.filter(pl.col(GPU) == gpu), at, table, strategy, suffix)
+        for gpu, table in busy.items()
+    )
 
 
-def _per_gpu(windows: pl.DataFrame, busy: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
+def _busy_before(at: str, suffix: str) -> pl.Expr:
+    """Busy time of the GPU before instant ``at``, from the interval ``_found`` for it."""
+    s, e, before = (pl.col(f"{c}{suffix}") for c in ("_s", "_e", "_before"))
+    return (before + pl.min_horizontal(pl.col(at) - s, e - s)).fill_null(0)
+
+
+def _with_busy(cells: pl.DataFrame, busy: dict[int, pl.DataFrame]) -> pl.DataFrame:
+    """``cells`` (disjoint, in time order within each GPU) with ``busy_ns`` inside each."""
+    found = _found(_found(cells, START, busy, "backward", "0"), END, busy, "backward", "1")
+    return found.select(
+        *cells.columns, (_busy_before(END, "1") - _busy_before(START, "0")).alias("busy_ns")
+    )
+
+
+def _nccl_names(kernels: pl.DataFrame) -> pl.Series:
+    """The distinct ``short_name`` values that mark NCCL kernels (:data:`NCCL_NAME_PATTERN`)."""
+    names = kernels.get_column("short_name").unique()
+    return names.filter(names.fill_null("").str.contains(NCCL_NAME_PATTERN))
+
+
+def _kernels_in_windows(kernels: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.DataFrame]:
+    """Per GPU of ``windows``, its kernels clipped to its window (rows outside dropped)."""
+    # A trace has millions of kernels but few distinct names: match each name once.
+    nccl = pl.col("short_name").is_in(_nccl_names(kernels).implode()).fill_null(False)
+    return {
+        gpu: kernels.filter((pl.col(GPU) == gpu) & (pl.col(END) >= start) & (pl.col(START) <= end))
+        .select(
+            "name",
+            "short_name",
+            pl.col(START).clip(lower_bound=start),
+            pl.col(END).clip(upper_bound=end),
+            nccl.alias("nccl"),
+        )
+        .with_columns((pl.col(END) - pl.col(START)).alias("duration_ns"))
+        .select("name", "short_name", START, END, "duration_ns", "nccl")
+        for gpu, start, end in windows.iter_rows()
+    }
+
+
+def _per_gpu(
+    windows: pl.DataFrame, busy: dict[int, pl.DataFrame], kernels: dict[int, pl.DataFrame]
+) -> pl.DataFrame:
     window_ns = pl.col(WINDOW_END) - pl.col(WINDOW_START)
 
     def share(col: str) -> pl.Expr:
         return pl.when(pl.col("window_ns") > 0).then(pl.col(col) / pl.col("window_ns"))
 
-    sums = kernels.group_by(GPU).agg(
-        pl.col("duration_ns").sum().alias("kernel_ns"),
-        pl.len().cast(pl.Int64).alias("kernel_count"),
-    )
-    table = windows.with_columns(window_ns.alias("window_ns"))
-    for part in (
-        _union_ns(busy, "busy_ns"),
-        _union_ns(kernels.filter(~pl.col("nccl")), "compute_ns"),
-        _union_ns(kernels.filter(pl.col("nccl")), "nccl_ns"),
-        sums,
-    ):
-        table = table.join(part, on=GPU, how="left")
-    return (
-        table.with_columns(
-            pl.col("busy_ns", "compute_ns", "nccl_ns", "kernel_ns", "kernel_count").fill_null(0)
+    # The library's check (bounds in order) on the only kernels that can fail it, in
+    # the order the unions below meet them: compute kernels first.
+    for nccl in (False, True):
+        inverted = [
+            own.filter((pl.col("nccl") == nccl) & (pl.col(END) < pl.col(START)))
+            for own in kernels.values()
+        ]
+        union_intervals(pl.concat([_NO_KERNELS, *inverted]).select(START, END))
+    rows = [
+        (
+            gpu,
+            _union_ns(busy[gpu]),
+            _union_ns(_union(own.filter(~pl.col("nccl")).select(START, END))),
+            _union_ns(_union(own.filter(pl.col("nccl")).select(START, END))),
+            int(own.get_column("duration_ns").sum()),
+            own.height,
         )
+        for gpu, own in kernels.items()
+    ]
+    sums = pl.DataFrame(
+        rows,
+        schema={
+            GPU: pl.Int32,
+            "busy_ns": pl.Int64,
+            "compute_ns": pl.Int64,
+            "nccl_ns": pl.Int64,
+            "kernel_ns": pl.Int64,
+            "kernel_count": pl.Int64,
+        },
+        orient="row",
+    )
+    return (
+        windows.with_columns(window_ns.alias("window_ns"))
+        .join(sums, on=GPU, how="left")
         .with_columns(
             share("busy_ns").alias("busy_share"), share("compute_ns").alias("compute_share")
         )
@@ -219,20 +385,19 @@ def _efficiency(values: pl.Series) -> tuple[float | None, float | None]:
     return mean / top, top / mean
 
 
-def _kernel_diff(kernels: pl.DataFrame, most: int, least: int) -> tuple[pl.DataFrame, int]:
-    compute = kernels.filter(~pl.col("nccl") & pl.col(GPU).is_in([most, least]))
-    per_name = compute.group_by("name", GPU).agg(
-        pl.col("short_name").first(),
-        pl.col("duration_ns").sum().alias("time_ns"),
-        pl.len().cast(pl.Int64).alias("count"),
-    )
-
+def _kernel_diff(
+    kernels: dict[int, pl.DataFrame], most: int, least: int
+) -> tuple[pl.DataFrame, int]:
     def side(gpu: int, label: str) -> pl.DataFrame:
-        return per_name.filter(pl.col(GPU) == gpu).select(
-            "name",
-            pl.col("short_name").alias(f"_short_{label}"),
-            pl.col("time_ns").alias(f"{label}_ns"),
-            pl.col("count").alias(f"{label}_count"),
+        own = kernels.get(gpu, _NO_KERNELS)
+        return (
+            own.filter(~pl.col("nccl"))
+            .group_by("name")
+            .agg(
+                pl.col("short_name").first().alias(f"_short_{label}"),
+                pl.col("duration_ns").sum().alias(f"{label}_ns"),
+                pl.len().cast(pl.Int64).alias(f"{label}_count"),
+            )
         )
 
     table = (
@@ -282,11 +447,11 @@ def _slope(x: pl.Expr, y: pl.Expr) -> pl.Expr:
 
 
 def _drift(
-    windows: pl.DataFrame, busy: pl.DataFrame, count: int
+    windows: pl.DataFrame, busy: dict[int, pl.DataFrame], count: int
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     edges = _drift_edges(windows, count)
     cells = edges.join(windows.select(GPU), how="cross")
-    busy_in = overlap_with(cells, busy.select(GPU, START, END), by=GPU, name="busy_ns")
+    busy_in = _with_busy(cells, busy)
     length = pl.col(END) - pl.col(START)
     drift = busy_in.with_columns(
         pl.when(length > 0).then(pl.col("busy_ns") / length).alias("busy_share")
@@ -358,7 +523,7 @@ def _empty_iterations() -> pl.DataFrame:
 
 def _contiguous(starts: pl.DataFrame, last_end: int | None) -> pl.DataFrame:
     """Iterations ``[start_k, start_k+1)``; the last ends at ``last_end`` (dropped if None)."""
-    s = starts.select(pl.col(START).cast(pl.Int64)).unique().sort(START)
+    s = starts.select(pl.col(START).cast(pl.Int64)).sort(START).unique(maintain_order=True)
     out = s.with_columns(pl.col(START).shift(-1).alias(END))
     if last_end is not None:
         out = out.with_columns(pl.col(END).fill_null(pl.lit(last_end, pl.Int64)))
@@ -472,17 +637,18 @@ def _gpu_side_ordinals(trace: Trace, ranges: pl.DataFrame) -> pl.DataFrame:
 
 
 def _kernel_sequences(kernels: pl.DataFrame) -> pl.DataFrame:
-    return (
-        kernels.drop_nulls([GPU, START, END])
-        .sort(GPU, START, END)
-        .with_columns(pl.int_range(pl.len()).over(GPU).cast(pl.Int64).alias("idx"))
-        .with_columns(
-            pl.col("short_name").fill_null("").alias("short_name"),
-            (pl.col(START) - pl.col(END).cum_max().shift(1).over(GPU))
-            .clip(0)
-            .alias("gap_before_ns"),
-        )
-        .select(GPU, "idx", "short_name", START, END, "gap_before_ns")
+    ordered = _sorted(
+        kernels.select(GPU, "short_name", START, END).drop_nulls([GPU, START, END]),
+        GPU,
+        START,
+        END,
+    )
+    return ordered.select(
+        GPU,
+        pl.int_range(pl.len()).over(GPU).cast(pl.Int64).alias("idx"),
+        pl.col("short_name").fill_null(""),
+        START,
+        END,
     )
 
 
@@ -536,7 +702,10 @@ def _sequence_iterations(kernels: pl.DataFrame) -> tuple[pl.DataFrame, str | Non
     firsts = seq.filter(pl.col("idx") == 0).select(GPU, pl.col(START).alias("_first"))
     ref = periods.join(firsts, on=GPU).sort("_first", GPU).row(0, named=True)
     gpu, period = ref[GPU], ref["period"]
-    own = seq.filter(pl.col(GPU) == gpu).with_columns((pl.col("idx") % period).alias("phase"))
+    own = seq.filter(pl.col(GPU) == gpu).with_columns(
+        (pl.col("idx") % period).alias("phase"),
+        (pl.col(START) - pl.col(END).cum_max().shift(1)).clip(0).alias("gap_before_ns"),
+    )
     # The iteration starts where the GPU waits longest (median, so one long
     # warm-up gap does not decide it): after the step's sync or data loading.
     phase = (
@@ -579,7 +748,9 @@ def find_iterations(
     iterations, text = _nvtx_iterations(trace, w)
     if iterations.height >= ITERATION_MIN_COUNT:
         return iterations, "nvtx", text
-    iterations, label = _sequence_iterations(trace.kernels.join(w.select(GPU), on=GPU))
+    iterations, label = _sequence_iterations(
+        trace.kernels.filter(pl.col(GPU).is_in(w.get_column(GPU).implode()))
+    )
     iterations = _on_gpus(iterations, w)
     if iterations.height >= ITERATION_MIN_COUNT:
         return iterations, "kernel_sequence", label
@@ -589,58 +760,62 @@ def find_iterations(
 # --- pipeline bubbles -------------------------------------------------------------------
 
 
-def _bubbles(iterations: pl.DataFrame, windows: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
-    cells = iterations.join(windows.select(GPU), how="cross").sort(START)
-    with_busy = overlap_with(cells, busy, by=GPU, name="busy_ns")
-    b = busy.sort(START)
-    # The busy interval holding (or last before) the iteration start, the first one
-    # starting at or after it, and the last one starting before the iteration end.
-    before_start = with_busy.join_asof(
-        b.select(GPU, pl.col(START).alias("_s0"), pl.col(END).alias("_e0")),
-        left_on=START,
-        right_on="_s0",
-        by=GPU,
-        strategy="backward",
-        check_sortedness=False,
-    )
-    after_start = (
-        before_start.join_asof(
-            b.select(GPU, pl.col(START).alias("_s1")),
-            left_on=START,
-            right_on="_s1",
-            by=GPU,
-            strategy="forward",
-            check_sortedness=False,
-        )
-        .with_columns((pl.col(END) - 1).alias("_probe"))
-        .sort("_probe")
-    )
-    before_end = after_start.join_asof(
-        b.select(GPU, pl.col(START).alias("_s2"), pl.col(END).alias("_e2")),
-        left_on="_probe",
-        right_on="_s2",
-        by=GPU,
-        strategy="backward",
-        check_sortedness=False,
-    )
+def _bubbles(
+    iterations: pl.DataFrame, busy: dict[int, pl.DataFrame]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per (iteration, GPU of ``busy``) the busy, idle, fill and drain time; their sums per GPU."""
     length = pl.col(END) - pl.col(START)
+    # A busy interval starting exactly at the iteration end adds nothing before it,
+    # so the one found for ``end - 1`` gives the busy time before the end as well.
+    busy_ns = _busy_before(END, "2") - _busy_before(START, "0")
     first_busy = pl.when(pl.col("_e0") > pl.col(START)).then(pl.col(START)).otherwise(pl.col("_s1"))
     has_busy = first_busy.is_not_null() & (first_busy < pl.col(END))
     fill = pl.when(has_busy).then(first_busy - pl.col(START)).otherwise(length)
     last_busy = pl.min_horizontal(pl.col("_e2"), pl.col(END))
     drain = pl.when(has_busy).then(pl.col(END) - last_busy).otherwise(0)
-    out = before_end.select(
-        "iteration",
-        GPU,
-        START,
-        END,
-        length.alias("iteration_ns"),
-        "busy_ns",
-        (length - pl.col("busy_ns")).alias("idle_ns"),
-        fill.cast(pl.Int64).alias("fill_ns"),
-        drain.cast(pl.Int64).alias("drain_ns"),
+    frames = {}
+    for gpu, table in busy.items():
+        # The iterations are contiguous, so their starts and ends are each in time
+        # order, as the as-of joins need. Found: the busy interval holding (or last
+        # before) the iteration start, the first one starting at or after it, and the
+        # last one starting before the iteration end.
+        found = _lookup(
+            _lookup(
+                _lookup(iterations, START, table, "backward", "0"), START, table, "forward", "1"
+            ).with_columns((pl.col(END) - 1).alias("_probe")),
+            "_probe",
+            table,
+            "backward",
+            "2",
+        )
+        frames[gpu] = found.select(
+            "iteration",
+            pl.lit(gpu, pl.Int32).alias(GPU),
+            START,
+            END,
+            length.alias("iteration_ns"),
+            busy_ns.alias("busy_ns"),
+            (length - busy_ns).alias("idle_ns"),
+            fill.cast(pl.Int64).alias("fill_ns"),
+            drain.cast(pl.Int64).alias("drain_ns"),
+        )
+    times = ("iteration_ns", "busy_ns", "idle_ns", "fill_ns", "drain_ns")
+    sums = [
+        frame.select(
+            pl.lit(gpu, pl.Int32).alias(GPU),
+            pl.len().cast(pl.Int64).alias("iterations"),
+            *[pl.col(c).sum() for c in times],
+        )
+        for gpu, frame in frames.items()
+    ]
+    # The schemas first, for a trace without GPUs. The GPUs come in ascending order
+    # (``busy``), each in iteration order: a stable sort interleaves them.
+    bubbles = pl.concat([pl.DataFrame(schema=_BUBBLES), *frames.values()])
+    per_gpu = pl.concat([pl.DataFrame(schema=_BUBBLE_SUMS), *sums])
+    return (
+        _with_bubble_shares(bubbles.sort("iteration", maintain_order=True)),
+        _with_bubble_shares(per_gpu).sort(GPU),
     )
-    return _with_bubble_shares(out).sort("iteration", GPU)
 
 
 def _with_bubble_shares(df: pl.DataFrame) -> pl.DataFrame:
@@ -655,14 +830,6 @@ def _with_bubble_shares(df: pl.DataFrame) -> pl.DataFrame:
         .then((pl.col("fill_ns") + pl.col("drain_ns")) / pl.col("iteration_ns"))
         .alias("bubble_share"),
     )
-
-
-def _bubbles_per_gpu(bubbles: pl.DataFrame) -> pl.DataFrame:
-    sums = bubbles.group_by(GPU).agg(
-        pl.len().cast(pl.Int64).alias("iterations"),
-        *[pl.col(c).sum() for c in ("iteration_ns", "busy_ns", "idle_ns", "fill_ns", "drain_ns")],
-    )
-    return _with_bubble_shares(sums).sort(GPU)
 
 
 def measure_imbalance(
@@ -685,11 +852,9 @@ def measure_imbalance(
             f"drift_windows must be at least {MIN_DRIFT_WINDOWS} (got {settings.drift_windows})"
         )
     w = _gpu_windows(windows)
-    b = union_intervals(
-        clip_to_windows(busy.select(pl.col(GPU).cast(pl.Int32), START, END), w, by=GPU), by=GPU
-    )
+    busy_by_gpu = _busy_by_gpu(busy.select(pl.col(GPU).cast(pl.Int32), START, END), w)
     kernels = _kernels_in_windows(trace.kernels, w)
-    per_gpu = _per_gpu(w, b, kernels)
+    per_gpu = _per_gpu(w, busy_by_gpu, kernels)
     busy_eff, busy_skew = _efficiency(per_gpu.get_column("busy_ns"))
     compute_eff, compute_skew = _efficiency(per_gpu.get_column("compute_ns"))
 
@@ -726,22 +891,21 @@ def measure_imbalance(
             "leaders": (),
         }
     else:
-        drift, drift_windows = _drift(w, b, settings.drift_windows)
+        drift, drift_windows = _drift(w, busy_by_gpu, settings.drift_windows)
         trend, summary = _drift_summary(drift, drift_windows, settings.drift_windows)
     per_gpu = per_gpu.join(trend, on=GPU, how="left")
 
     iterations, source, label = find_iterations(trace, w)
     if iterations.is_empty():
-        bubbles = _bubbles(iterations, w.head(0), b)
+        bubbles, per_gpu_bubbles = _bubbles(iterations, {})
         reason = (
             "not applicable: no iteration boundaries (no NVTX range repeats at least "
             f"{ITERATION_MIN_COUNT} times covering {ITERATION_MIN_COVERAGE_SHARE:.0%} of the "
             "GPU time span, and no GPU runs a repeating kernel sequence)"
         )
     else:
-        bubbles = _bubbles(iterations, w, b)
+        bubbles, per_gpu_bubbles = _bubbles(iterations, busy_by_gpu)
         reason = ""
-    per_gpu_bubbles = _bubbles_per_gpu(bubbles)
     totals = bubbles.select(pl.col("iteration_ns", "fill_ns", "drain_ns").sum())
     length = int(totals.item(0, "iteration_ns") or 0)
 

@@ -35,10 +35,11 @@ Definition (docs/metrics/dashboard.md):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 import polars as pl
 
-from nsysan.intervals import clip_to_windows, overlap_with, union_intervals
+from nsysan.intervals import clip_to_windows
 from nsysan.settings import Settings
 
 __all__ = [
@@ -80,6 +81,11 @@ PERIODS_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "util_share": pl.Float64,
     "complete": pl.Boolean,
 }
+
+
+# Plans here are sorts over millions of rows; the in-memory engine runs them faster
+# than the streaming one (polars' default).
+_ENGINE: Final = "in-memory"
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,86 @@ def dashboard_period(windows: pl.DataFrame, configured_ns: int) -> tuple[int, st
     return period, note
 
 
+def _union(intervals: pl.DataFrame) -> pl.DataFrame:
+    """One GPU's intervals merged (overlapping or touching ones merge), sorted by start.
+
+    With ``_before``: the union's time before each interval.
+    """
+    if not intervals.get_column("start_ns").is_sorted():
+        intervals = intervals.sort("start_ns")
+    opens = (pl.col("start_ns") > pl.col("_reach").shift(1)).fill_null(True)
+    marked = intervals.with_columns(pl.col("end_ns").cum_max().alias("_reach")).with_columns(
+        opens.alias("_opens")
+    )
+    union = pl.DataFrame(
+        {
+            "start_ns": marked.filter(pl.col("_opens")).get_column("start_ns"),
+            "end_ns": marked.filter(pl.col("_opens").shift(-1, fill_value=True)).get_column(
+                "_reach"
+            ),
+        }
+    )
+    length = pl.col("end_ns") - pl.col("start_ns")
+    return union.with_columns((length.cum_sum() - length).alias("_before"))
+
+
+def _busy_by_gpu(kernels: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.DataFrame]:
+    """Per GPU of ``windows``, the union of its kernels inside its window (``_union``).
+
+    The intervals of ``union_intervals(clip_to_windows(kernels, windows, "gpu"), "gpu")``,
+    one GPU at a time: no join and no grouping over millions of kernels.
+    """
+    # The library's checks (bounds in order, one valid window per GPU) run on the only
+    # rows that can fail them.
+    clip_to_windows(kernels.filter(pl.col("end_ns") < pl.col("start_ns")), windows, "gpu")
+    return {
+        gpu: _union(
+            kernels.filter(
+                (pl.col("gpu") == gpu) & (pl.col("end_ns") >= start) & (pl.col("start_ns") <= end)
+            ).select(
+                pl.col("start_ns").clip(lower_bound=start), pl.col("end_ns").clip(upper_bound=end)
+            )
+        )
+        for gpu, start, end in windows.iter_rows()
+    }
+
+
+def _found(
+    cells: pl.DataFrame, at: str, busy: dict[int, pl.DataFrame], suffix: str
+) -> pl.DataFrame:
+    """``cells`` with the last busy interval starting at or before instant ``at``.
+
+    Its columns get ``suffix``; rows come out grouped by GPU. ``at`` must be in time
+    order within each GPU, and ``busy`` must hold every GPU of ``cells``.
+    """
+    names = {"start_ns": f"_s{suffix}", "end_ns": f"_e{suffix}", "_before": f"_before{suffix}"}
+    return pl.concat(
+        cells.filter(pl.col("gpu") == gpu).join_asof(
+            table.rename(names),
+            left_on=at,
+            right_on=names["start_ns"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+        for gpu, table in busy.items()
+    )
+
+
+def _busy_before(at: str, suffix: str) -> pl.Expr:
+    """Busy time of the GPU before instant ``at``, from the interval ``_found`` for it."""
+    s, e, before = (pl.col(f"{c}{suffix}") for c in ("_s", "_e", "_before"))
+    return (before + pl.min_horizontal(pl.col(at) - s, e - s)).fill_null(0)
+
+
+def _with_busy(cells: pl.DataFrame, busy: dict[int, pl.DataFrame]) -> pl.DataFrame:
+    """``cells`` (disjoint, in time order within each GPU) with ``busy_ns`` inside each."""
+    found = _found(_found(cells, "start_ns", busy, "0"), "end_ns", busy, "1")
+    return found.select(
+        *cells.columns,
+        (_busy_before("end_ns", "1") - _busy_before("start_ns", "0")).alias("busy_ns"),
+    )
+
+
 def _grid(windows: pl.DataFrame, period_ns: int) -> pl.DataFrame:
     """Consecutive periods from each window's start; the last one may be a fragment."""
     n = (pl.col("window_end_ns") - pl.col("window_start_ns") + period_ns - 1) // period_ns
@@ -140,13 +226,13 @@ def _grid(windows: pl.DataFrame, period_ns: int) -> pl.DataFrame:
     )
 
 
-def _periods(windows: pl.DataFrame, busy: pl.DataFrame, period_ns: int) -> pl.DataFrame:
+def _periods(windows: pl.DataFrame, busy: dict[int, pl.DataFrame], period_ns: int) -> pl.DataFrame:
     grid = _grid(windows, period_ns)
     if grid.is_empty():
         return pl.DataFrame(schema=PERIODS_SCHEMA)
     length = pl.col("end_ns") - pl.col("start_ns")
     return (
-        overlap_with(grid, busy, by="gpu", name="busy_ns")
+        _with_busy(grid, busy)
         .select(
             "gpu",
             pl.col("start_ns").alias("period_start_ns"),
@@ -177,11 +263,19 @@ def _activity(activity: pl.DataFrame | None) -> pl.DataFrame:
 
 
 def _per_gpu(
-    windows: pl.DataFrame, busy: pl.DataFrame, periods: pl.DataFrame, activity: pl.DataFrame
+    windows: pl.DataFrame,
+    busy: dict[int, pl.DataFrame],
+    periods: pl.DataFrame,
+    activity: pl.DataFrame,
 ) -> pl.DataFrame:
     window_ns = pl.col("window_end_ns") - pl.col("window_start_ns")
-    busy_ns = busy.group_by("gpu").agg(
-        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy_ns")
+    busy_ns = pl.DataFrame(
+        [
+            (gpu, table.select((pl.col("end_ns") - pl.col("start_ns")).sum()).item())
+            for gpu, table in busy.items()
+        ],
+        schema={"gpu": pl.Int32, "busy_ns": pl.Int64},
+        orient="row",
     )
     full = (
         periods.filter(pl.col("complete"))
@@ -224,30 +318,41 @@ def _spread(values: pl.Series) -> float | None:
     return float(present.to_frame().select(pl.all().max() - pl.all().min()).item())
 
 
-def _disagreement_ns(busy: pl.DataFrame, start_ns: int, end_ns: int, gpu_count: int) -> int:
+def _disagreement_ns(
+    busy: dict[int, pl.DataFrame], start_ns: int, end_ns: int, gpu_count: int
+) -> int:
     """Time in ``[start_ns, end_ns)`` during which some but not all GPUs run a kernel."""
-    inside = busy.select(
-        pl.col("start_ns").clip(start_ns, end_ns), pl.col("end_ns").clip(start_ns, end_ns)
-    ).filter(pl.col("end_ns") > pl.col("start_ns"))
-    if inside.is_empty():
-        return 0
-    # The busy unions are disjoint per GPU, so the running sum of +1/-1 events is
-    # the number of GPUs running a kernel.
-    events = pl.concat(
-        [
+    events = []
+    for union in busy.values():
+        inside = (
+            union.lazy()
+            .select(
+                pl.col("start_ns").clip(start_ns, end_ns), pl.col("end_ns").clip(start_ns, end_ns)
+            )
+            .filter(pl.col("end_ns") > pl.col("start_ns"))
+        )
+        events += [
             inside.select(pl.col("start_ns").alias("t"), pl.lit(1, pl.Int32).alias("d")),
             inside.select(pl.col("end_ns").alias("t"), pl.lit(-1, pl.Int32).alias("d")),
         ]
-    ).sort("t")
-    running = events.with_columns(
-        pl.col("d").cum_sum().alias("busy_gpus"), (pl.col("t").shift(-1) - pl.col("t")).alias("dt")
+    if not events:
+        return 0
+    # The busy unions are disjoint per GPU, so the running sum of +1/-1 events is
+    # the number of GPUs running a kernel.
+    running = (
+        pl.concat(events)
+        .sort("t")
+        .with_columns(
+            pl.col("d").cum_sum().alias("busy_gpus"),
+            (pl.col("t").shift(-1) - pl.col("t")).alias("dt"),
+        )
     )
     mixed = (pl.col("busy_gpus") > 0) & (pl.col("busy_gpus") < gpu_count)
-    return int(running.select(pl.col("dt").filter(mixed).sum()).item() or 0)
+    return int(running.select(pl.col("dt").filter(mixed).sum()).collect(engine=_ENGINE).item() or 0)
 
 
 def _common(
-    windows: pl.DataFrame, busy: pl.DataFrame, period_ns: int
+    windows: pl.DataFrame, busy: dict[int, pl.DataFrame], period_ns: int
 ) -> tuple[int | None, int | None, int, float | None, float | None, list[str]]:
     measured = windows.filter(pl.col("window_end_ns") > pl.col("window_start_ns"))
     if measured.height < 2:
@@ -299,12 +404,7 @@ def measure_dashboard(
         GR Active / SM Active columns; None leaves them null.
     """
     windows = windows.select(pl.col("gpu").cast(pl.Int32), "window_start_ns", "window_end_ns")
-    busy = union_intervals(
-        clip_to_windows(
-            kernels.select(pl.col("gpu").cast(pl.Int32), "start_ns", "end_ns"), windows, "gpu"
-        ),
-        "gpu",
-    )
+    busy = _busy_by_gpu(kernels.select(pl.col("gpu").cast(pl.Int32), "start_ns", "end_ns"), windows)
     period_ns, period_note = dashboard_period(windows, settings.dashboard_period_ns)
     periods = _periods(windows, busy, period_ns)
     per_gpu = _per_gpu(windows, busy, periods, _activity(activity))

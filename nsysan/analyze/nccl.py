@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from nsysan.intervals import clip_to_windows, total_length, union_intervals
+from nsysan.intervals import clip_to_windows
 
 __all__ = [
     "COLLECTIVES",
@@ -158,17 +158,18 @@ class NcclResult:
 
 
 def _kernel_label() -> pl.Expr:
-    return pl.coalesce(pl.col("short_name"), pl.col("name")).str.replace(_NAME_NOISE, "")
+    return pl.coalesce(pl.col("short_name"), pl.col("name"))
 
 
-def _classify_names(names: pl.DataFrame) -> pl.DataFrame:
-    label = _kernel_label()
+def _classify_labels(labels: pl.DataFrame) -> pl.DataFrame:
+    """Distinct kernel labels (``_label``) with ``is_nccl`` and ``collective``."""
+    label = pl.col("_label").str.replace(_NAME_NOISE, "")
     token = pl.coalesce(
         label.str.extract(_PREFIXED_NAME, 1), label.str.extract(_LEGACY_NAME, 1)
     ).str.to_lowercase()
     is_nccl = label.str.starts_with(NCCL_PREFIX).fill_null(False)
     collective = token.replace_strict(_COLLECTIVE_TOKENS, default=OTHER, return_dtype=pl.String)
-    return names.with_columns(
+    return labels.with_columns(
         is_nccl.alias("is_nccl"),
         pl.when(is_nccl).then(collective).otherwise(None).alias("collective"),
     )
@@ -176,12 +177,14 @@ def _classify_names(names: pl.DataFrame) -> pl.DataFrame:
 
 def classify_nccl(kernels: pl.DataFrame) -> pl.DataFrame:
     """``kernels`` with ``is_nccl`` (Boolean) and ``collective`` (null when not NCCL)."""
-    names = ["short_name", "name"]
-    # A trace has millions of kernels but few distinct names: parse each name once.
-    parsed = _classify_names(kernels.select(names).unique())
-    return kernels.drop("is_nccl", "collective", strict=False).join(
-        parsed, on=names, how="left", nulls_equal=True, maintain_order="left"
+    labelled = kernels.drop("is_nccl", "collective", strict=False).with_columns(
+        _kernel_label().alias("_label")
     )
+    # A trace has millions of kernels but few distinct names: parse each name once.
+    parsed = _classify_labels(labelled.select("_label").unique())
+    return labelled.join(
+        parsed, on="_label", how="left", nulls_equal=True, maintain_order="left"
+    ).drop("_label")
 
 
 def _share(num: str, den: str) -> pl.Expr:
@@ -193,9 +196,12 @@ def _share(num: str, den: str) -> pl.Expr:
     )
 
 
-def _with_all(df: pl.DataFrame) -> pl.DataFrame:
-    """``df`` plus a copy of its rows labelled as the pseudo-collective of all NCCL."""
-    return pl.concat([df, df.with_columns(pl.lit(_ALL).alias("collective"))])
+def _with_all(per_collective: pl.DataFrame) -> pl.DataFrame:
+    """Sums per (gpu, collective) plus their totals per GPU as the pseudo-collective of all."""
+    totals = per_collective.group_by("gpu").agg(
+        pl.lit(_ALL).alias("collective"), pl.all().exclude("gpu", "collective").sum()
+    )
+    return pl.concat([per_collective, totals.select(per_collective.columns)])
 
 
 def _with_window(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
@@ -215,49 +221,139 @@ def _with_window(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     ).drop("window_start_ns", "window_end_ns")
 
 
-def _time_stats(kernels: pl.DataFrame) -> pl.DataFrame:
-    """Per (gpu, collective incl. all): kernel counts, NCCL union and its compute overlap."""
-    inside = kernels.filter(pl.col("in_window")).select(
+def _sorted(df: pl.DataFrame, *by: str) -> pl.DataFrame:
+    """``df`` sorted by the ``by`` columns (nulls first).
+
+    Rows already in that order (the trace's kernel order) cost one check; others one
+    stable one-column sort per column, least significant first, several times faster
+    than one multi-column sort.
+    """
+    in_order = pl.lit(True)
+    for col in reversed(by):
+        this, prev = pl.col(col), pl.col(col).shift(1)
+        after = (this > prev).fill_null(False) | (prev.is_null() & this.is_not_null())
+        in_order = after | (this.eq_missing(prev) & in_order)
+    if df.select(in_order.slice(1).all()).item():
+        return df
+    for col in reversed(by):
+        df = df.sort(col, maintain_order=True)
+    return df
+
+
+def _union(intervals: pl.DataFrame) -> pl.DataFrame:
+    """One GPU's intervals merged (overlapping or touching ones merge), sorted by start.
+
+    With ``_before``: the union's time before each interval.
+    """
+    if not intervals.get_column("start_ns").is_sorted():
+        intervals = intervals.sort("start_ns")
+    opens = (pl.col("start_ns") > pl.col("_reach").shift(1)).fill_null(True)
+    marked = intervals.with_columns(pl.col("end_ns").cum_max().alias("_reach")).with_columns(
+        opens.alias("_opens")
+    )
+    union = pl.DataFrame(
+        {
+            "start_ns": marked.filter(pl.col("_opens")).get_column("start_ns"),
+            "end_ns": marked.filter(pl.col("_opens").shift(-1, fill_value=True)).get_column(
+                "_reach"
+            ),
+        }
+    )
+    length = pl.col("end_ns") - pl.col("start_ns")
+    return union.with_columns((length.cum_sum() - length).alias("_before"))
+
+
+def _length_ns(union: pl.DataFrame) -> int:
+    return int(union.select((pl.col("end_ns") - pl.col("start_ns")).sum()).item())
+
+
+def _unions_in_windows(intervals: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.DataFrame]:
+    """Per GPU of ``windows``, the union of its intervals inside its window (``_union``).
+
+    The intervals of ``union_intervals(clip_to_windows(intervals, windows, "gpu"),
+    "gpu")``, one GPU at a time: no join and no grouping over millions of intervals.
+    """
+    # The library's checks (bounds in order, one valid window per GPU) run on the only
+    # rows that can fail them.
+    clip_to_windows(intervals.filter(pl.col("end_ns") < pl.col("start_ns")), windows, by="gpu")
+    return {
+        gpu: _union(
+            intervals.filter(
+                (pl.col("gpu") == gpu) & (pl.col("end_ns") >= start) & (pl.col("start_ns") <= end)
+            ).select(
+                pl.col("start_ns").clip(lower_bound=start), pl.col("end_ns").clip(upper_bound=end)
+            )
+        )
+        for gpu, start, end in windows.iter_rows()
+    }
+
+
+def _covered_ns(union: pl.DataFrame, covering: pl.DataFrame) -> int:
+    """How much of one GPU's disjoint ``union`` its ``covering`` union covers (both ``_union``)."""
+    table = covering.rename({"start_ns": "_s", "end_ns": "_e"})
+    inside = {}
+    for at in ("start_ns", "end_ns"):
+        found = union.select(at).join_asof(
+            table, left_on=at, right_on="_s", strategy="backward", check_sortedness=False
+        )
+        before = pl.col("_before") + pl.min_horizontal(
+            pl.col(at) - pl.col("_s"), pl.col("_e") - pl.col("_s")
+        )
+        inside[at] = int(found.select(before.fill_null(0).sum()).item())
+    return inside["end_ns"] - inside["start_ns"]
+
+
+def _time_stats(nccl: pl.DataFrame, compute: dict[int, pl.DataFrame]) -> pl.DataFrame:
+    """Per (gpu, collective incl. all): kernel counts, NCCL union and its compute overlap.
+
+    ``nccl``: the NCCL kernels with their window columns; ``compute``: per GPU, the
+    union of the other kernels in its window (``_unions_in_windows``).
+    """
+    inside = nccl.filter(pl.col("in_window")).select(
         "gpu",
         "collective",
-        "is_nccl",
         pl.col("clip_start_ns").alias("start_ns"),
         pl.col("clip_end_ns").alias("end_ns"),
     )
-    nccl = _with_all(inside.filter(pl.col("is_nccl")).drop("is_nccl"))
     keys = ["gpu", "collective"]
-    counts = nccl.group_by(keys).agg(
-        pl.len().cast(pl.Int64).alias("kernels"),
-        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("kernel_ns"),
-    )
-    union = total_length(nccl, by=keys, name="nccl_ns")
-    # Merged once, then repeated for each collective of the GPU.
-    compute = union_intervals(
-        inside.filter(~pl.col("is_nccl")).select("gpu", "start_ns", "end_ns"), by="gpu"
-    )
-    compute_ns = compute.group_by("gpu").agg(
-        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("_compute_ns")
-    )
-    per_collective = compute.join(counts.select(keys), on="gpu", how="inner").select(nccl.columns)
-    # |NCCL ∩ compute| = |NCCL| + |compute| - |NCCL ∪ compute|: three unions (one sort
-    # each) cost less than an intersection sweep over millions of intervals.
-    either = total_length(pl.concat([nccl, per_collective]), by=keys, name="_either_ns")
-    return (
-        counts.join(union, on=keys, how="left")
-        .join(compute_ns, on="gpu", how="left")
-        .join(either, on=keys, how="left")
-        .with_columns(pl.col("nccl_ns", "_compute_ns", "_either_ns").fill_null(0))
-        .with_columns(
-            (pl.col("nccl_ns") + pl.col("_compute_ns") - pl.col("_either_ns")).alias("overlap_ns")
+    counts = _with_all(
+        inside.group_by(keys).agg(
+            pl.len().cast(pl.Int64).alias("kernels"),
+            (pl.col("end_ns") - pl.col("start_ns")).sum().alias("kernel_ns"),
         )
+    )
+    rows = []
+    for (gpu,), own in inside.partition_by("gpu", as_dict=True).items():
+        groups = {_ALL: own} | {
+            collective: own.filter(pl.col("collective") == collective)
+            for collective in own.get_column("collective").unique()
+        }
+        # One pass per GPU and collective, never per kernel. Compute time inside the
+        # disjoint NCCL union adds up to |NCCL ∩ compute|.
+        for collective, group in groups.items():
+            union = _union(group.select("start_ns", "end_ns"))
+            rows.append((gpu, collective, _length_ns(union), _covered_ns(union, compute[gpu])))
+    lengths = pl.DataFrame(
+        rows,
+        schema={
+            "gpu": inside.schema["gpu"],
+            "collective": pl.String,
+            "nccl_ns": pl.Int64,
+            "overlap_ns": pl.Int64,
+        },
+        orient="row",
+    )
+    return (
+        counts.join(lengths, on=keys, how="left")
+        .with_columns(pl.col("nccl_ns", "overlap_ns").fill_null(0))
         .select(*keys, "kernels", "kernel_ns", pl.col("nccl_ns", "overlap_ns").cast(pl.Int64))
     )
 
 
 def _match_instances(kernels: pl.DataFrame) -> pl.DataFrame:
-    """NCCL kernels (whole trace) with ``stream_rank``, ``ordinal``, ``match_mode``,
+    """The NCCL ``kernels`` (whole trace) with ``stream_rank``, ``ordinal``, ``match_mode``,
     ``matched`` and the group figures ``gpus``, ``min_count``, ``max_count``."""
-    nccl = kernels.filter(pl.col("is_nccl")).with_columns(pl.col(list(_STREAM)).fill_null(_NO_ID))
+    nccl = kernels.with_columns(pl.col(list(_STREAM)).fill_null(_NO_ID))
     per_stream = ["gpu", "collective", *_STREAM]
     streams = (
         nccl.group_by(per_stream)
@@ -282,21 +378,20 @@ def _match_instances(kernels: pl.DataFrame) -> pl.DataFrame:
         .cast(pl.Int64)
         .alias("stream_rank")
     )
-    nccl = (
-        nccl.join(streams.select(*per_stream, "stream_rank", "match_mode"), on=per_stream)
-        .sort(["gpu", *_GROUP, "start_ns", "end_ns", *_STREAM, "correlation_id"])
-        .with_columns(
-            pl.int_range(pl.len()).over("gpu", *_GROUP).cast(pl.Int64).alias("ordinal"),
-            pl.len().over("gpu", *_GROUP).cast(pl.Int64).alias("_count"),
-        )
+    nccl = _sorted(
+        nccl.join(streams.select(*per_stream, "stream_rank", "match_mode"), on=per_stream),
+        *("gpu", *_GROUP, "start_ns", "end_ns", *_STREAM, "correlation_id"),
+    ).with_columns(
+        pl.int_range(pl.len()).over("gpu", *_GROUP).cast(pl.Int64).alias("ordinal"),
+        pl.len().over("gpu", *_GROUP).cast(pl.Int64).alias("_count"),
     )
-    groups = nccl.group_by(_GROUP).agg(
-        pl.col("gpu").n_unique().cast(pl.Int64).alias("gpus"),
-        pl.col("_count").min().alias("min_count"),
-        pl.col("_count").max().alias("max_count"),
-    )
+    group = list(_GROUP)
     return (
-        nccl.join(groups, on=list(_GROUP))
+        nccl.with_columns(
+            pl.col("gpu").n_unique().over(group).cast(pl.Int64).alias("gpus"),
+            pl.col("_count").min().over(group).alias("min_count"),
+            pl.col("_count").max().over(group).alias("max_count"),
+        )
         .with_columns(
             ((pl.col("gpus") >= 2) & (pl.col("ordinal") < pl.col("min_count"))).alias("matched")
         )
@@ -355,8 +450,8 @@ def _instances(instance_kernels: pl.DataFrame) -> pl.DataFrame:
 def _wait_stats(matched: pl.DataFrame, instance_kernels: pl.DataFrame) -> pl.DataFrame:
     """Per (gpu, collective incl. all): matched/unmatched counts and wait totals, in windows."""
     keys = ["gpu", "collective"]
-    counts = (
-        _with_all(matched.filter(pl.col("in_window")).select("gpu", "collective", "matched"))
+    counts = _with_all(
+        matched.filter(pl.col("in_window"))
         .group_by(keys)
         .agg(
             pl.col("matched").sum().cast(pl.Int64).alias("matched_kernels"),
@@ -367,10 +462,8 @@ def _wait_stats(matched: pl.DataFrame, instance_kernels: pl.DataFrame) -> pl.Dat
     ik = instance_kernels.with_columns((last & (pl.col("lag_ns") > 0)).alias("_last")).filter(
         pl.col("in_window")
     )
-    waits = (
-        _with_all(ik.select("gpu", "collective", "duration_ns", "wait_ns", "lag_ns", "_last"))
-        .group_by(keys)
-        .agg(
+    waits = _with_all(
+        ik.group_by(keys).agg(
             pl.col("duration_ns").sum().alias("matched_kernel_ns"),
             pl.col("wait_ns").sum().alias("wait_ns"),
             pl.col("lag_ns").sum().alias("arrival_lag_ns"),
@@ -383,6 +476,9 @@ def _wait_stats(matched: pl.DataFrame, instance_kernels: pl.DataFrame) -> pl.Dat
         .cast(pl.Int64)
     )
 
+
+# The kernel columns the analysis reads.
+_KERNEL_COLUMNS = ("gpu", "start_ns", "end_ns", "short_name", "name", *_STREAM, "correlation_id")
 
 _STAT_COLUMNS = (
     "nccl_kernels",
@@ -415,20 +511,38 @@ def measure_nccl(
     :param windows: ``gpu, window_start_ns, window_end_ns``, one row per GPU.
     """
     w = windows.select("gpu", "window_start_ns", "window_end_ns")
-    valid = trace_kernels.filter(
-        pl.col("gpu").is_not_null()
-        & pl.col("start_ns").is_not_null()
-        & pl.col("end_ns").is_not_null()
-        & (pl.col("end_ns") >= pl.col("start_ns"))
+    labelled = (
+        trace_kernels.select(*_KERNEL_COLUMNS)
+        .filter(
+            pl.col("gpu").is_not_null()
+            & pl.col("start_ns").is_not_null()
+            & pl.col("end_ns").is_not_null()
+            & (pl.col("end_ns") >= pl.col("start_ns"))
+        )
+        .with_columns(_kernel_label().alias("_label"))
     )
-    kernels = _with_window(classify_nccl(valid), w)
+    # A trace has millions of kernels but few distinct names: parse each name once.
+    names = _classify_labels(labelled.select("_label").unique()).filter(pl.col("is_nccl"))
+    labelled = labelled.with_columns(
+        pl.col("_label").is_in(names.get_column("_label").implode()).fill_null(False).alias("_nccl")
+    )
+    nccl = _with_window(
+        labelled.filter(pl.col("_nccl"))
+        .drop("_nccl")
+        .join(names, on="_label", how="left")
+        .drop("_label"),
+        w,
+    )
+    compute = _unions_in_windows(
+        labelled.select("gpu", "start_ns", "end_ns", "_nccl").filter(~pl.col("_nccl")), w
+    )
     keys = ["gpu", "collective"]
 
-    matched = _match_instances(kernels)
+    matched = _match_instances(nccl)
     instance_kernels = _instance_kernels(matched)
     instances = _instances(instance_kernels)
     stats = (
-        _time_stats(kernels)
+        _time_stats(nccl, compute)
         .rename({"kernels": "nccl_kernels", "kernel_ns": "nccl_kernel_ns"})
         .join(_wait_stats(matched, instance_kernels), on=keys, how="left")
         .with_columns(pl.col(list(_STAT_COLUMNS)).fill_null(0).cast(pl.Int64))
@@ -438,10 +552,15 @@ def measure_nccl(
         _share("wait_ns", "matched_kernel_ns").alias("wait_share"),
     ]
 
-    busy_ns = total_length(
-        clip_to_windows(busy.select("gpu", "start_ns", "end_ns"), w, by="gpu"),
-        by="gpu",
-        name="busy_ns",
+    busy_ns = pl.DataFrame(
+        [
+            (gpu, _length_ns(union))
+            for gpu, union in _unions_in_windows(
+                busy.select("gpu", "start_ns", "end_ns"), w
+            ).items()
+        ],
+        schema={"gpu": w.schema["gpu"], "busy_ns": pl.Int64},
+        orient="row",
     )
     gpu_stats = stats.filter(pl.col("collective") == _ALL).drop("collective")
     per_gpu = (

@@ -32,18 +32,18 @@ Definition (docs/metrics/stagger.md):
   that moment, at least one) was idle.
 
 Everything is a sweep over sorted gap boundaries and as-of lookups of cumulative
-idle time, never a Python loop over gaps; the per-gap "other GPUs" step costs
-``O(G * N)`` rows for ``G`` GPUs and ``N`` gaps.
+idle time; Python loops run over GPUs and GPU pairs, never over gaps. The per-gap
+"other GPUs" step costs ``O(G * N)`` lookups for ``G`` GPUs and ``N`` gaps.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 import polars as pl
 
-from nsysan.intervals import clip_to_windows, overlap_with
+from nsysan.intervals import clip_to_windows
 
 __all__ = [
     "ALIGNED_MAX_SCORE",
@@ -112,21 +112,29 @@ class StaggerResult:
     reason: str
 
 
-def _clipped_gaps(gaps: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Gaps inside their GPU's window, positive length, sorted; overlapping gaps are an error."""
-    clipped = (
-        clip_to_windows(gaps, windows, by=GPU)
-        .filter(pl.col(END) > pl.col(START))
-        .sort(GPU, START, END)
-    )
-    overlapping = clipped.filter(
-        (pl.col(START) < pl.col(END).shift(1).over(GPU)).fill_null(False)
-    ).height
-    if overlapping:
-        raise ValueError(f"{overlapping} gap(s) overlap an earlier gap of the same GPU")
-    return clipped.with_columns((pl.col(END) - pl.col(START)).alias("duration_ns")).with_row_index(
-        "_gap"
-    )
+# Plans here are sorts and as-of joins over millions of rows; the in-memory engine
+# runs them faster than the streaming one (polars' default).
+_ENGINE: Final = "in-memory"
+
+_PER_GAP_SCHEMA = {
+    GPU: pl.Int32,
+    START: pl.Int64,
+    END: pl.Int64,
+    "duration_ns": pl.Int64,
+    "others_idle": pl.Int64,
+    "others_idle_mean": pl.Float64,
+    "others_any_idle_share": pl.Float64,
+    "others_all_idle_share": pl.Float64,
+}
+_GAP_BOUNDS = {"_s": pl.Int64, "_e": pl.Int64}
+_PER_GPU_SCHEMA = {
+    GPU: pl.Int32,
+    "gap_count": pl.Int64,
+    "gap_ns": pl.Int64,
+    "others_idle_mean": pl.Float64,
+    "others_any_idle_share": pl.Float64,
+    "others_all_idle_share": pl.Float64,
+}
 
 
 def _score(o: pl.Expr, e: pl.Expr, lo: pl.Expr, hi: pl.Expr) -> pl.Expr:
@@ -157,14 +165,207 @@ def _scalar_score(o: float, e: float, lo: float, hi: float) -> float | None:
     return None if value is None else float(value)
 
 
-def _idle_inside(spans: pl.DataFrame, gaps: pl.DataFrame, name: str) -> pl.Series:
+def _gaps_by_gpu(gaps: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.DataFrame]:
+    """Per GPU of ``windows``, its gaps clipped to its window, of positive length, sorted.
+
+    Columns ``_s``, ``_e`` and ``_before`` (the GPU's gap time before ``_s``). Gaps
+    that overlap an earlier gap of their GPU are an error. One table per GPU: no join
+    or grouping over millions of gaps, and as-of joins need no ``by``.
+    """
+    # The library's checks (bounds in order, one valid window per GPU) run on the only
+    # rows that can fail them.
+    clip_to_windows(gaps.filter(pl.col(END) < pl.col(START)), windows, by=GPU)
+    step = pl.col(START).diff()
+    in_order = (step > 0) | ((step == 0) & (pl.col(END).diff() >= 0))
+    length = pl.col(END) - pl.col(START)
+    by_gpu, overlapping = {}, 0
+    for gpu, start, end in windows.iter_rows():
+        own = (
+            gaps.filter((pl.col(GPU) == gpu) & (pl.col(END) >= start) & (pl.col(START) <= end))
+            .select(pl.col(START).clip(lower_bound=start), pl.col(END).clip(upper_bound=end))
+            .filter(pl.col(END) > pl.col(START))
+        )
+        if not own.select(in_order.all()).item():
+            own = own.sort(START, END)
+        overlapping += own.select((pl.col(START) < pl.col(END).shift(1)).sum()).item()
+        by_gpu[gpu] = own.select(
+            pl.col(START).alias("_s"),
+            pl.col(END).alias("_e"),
+            (length.cum_sum() - length).alias("_before"),
+        )
+    if overlapping:
+        raise ValueError(f"{overlapping} gap(s) overlap an earlier gap of the same GPU")
+    return by_gpu
+
+
+def _idle_before(frame: pl.LazyFrame, at: str, gaps: pl.DataFrame, name: str) -> pl.LazyFrame:
+    """``frame`` (in time order of ``at``) with ``name``: the gap time in ``gaps`` before ``at``.
+
+    ``gaps`` is one GPU's table from ``_gaps_by_gpu``.
+    """
+    found = frame.join_asof(
+        gaps.lazy(), left_on=at, right_on="_s", strategy="backward", check_sortedness=False
+    )
+    inside = pl.min_horizontal(pl.col(at) - pl.col("_s"), pl.col("_e") - pl.col("_s"))
+    return found.with_columns((pl.col("_before") + inside).fill_null(0).alias(name)).drop(
+        "_s", "_e", "_before"
+    )
+
+
+def _idle_inside(spans: pl.DataFrame, gaps_by_gpu: dict[int, pl.DataFrame], name: str) -> pl.Series:
     """Gap time of ``spans.gpu`` inside ``[start_ns, end_ns]`` of each span row."""
-    covered = overlap_with(spans.select(GPU, START, END), gaps.select(GPU, START, END), by=GPU)
-    return covered.get_column("overlap_ns").alias(name)
+    rows = spans.select(GPU, START, END).with_row_index("_row")
+    parts = []
+    for gpu, gaps in gaps_by_gpu.items():
+        own = rows.lazy().filter(pl.col(GPU) == gpu)
+        own = _idle_before(own.sort(START), START, gaps, "_i0")
+        own = _idle_before(own.sort(END), END, gaps, "_i1")
+        parts.append(own.select("_row", (pl.col("_i1") - pl.col("_i0")).alias(name)))
+    if not parts:
+        return pl.Series(name, [], dtype=pl.Int64)
+    return pl.concat(pl.collect_all(parts, engine=_ENGINE)).sort("_row").get_column(name)
+
+
+def _sweep(
+    windows: pl.DataFrame, gaps_by_gpu: dict[int, pl.DataFrame]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A sweep over every gap and window boundary in time order.
+
+    Each boundary ``t`` opens an elementary segment up to the next one, with ``idle``
+    GPUs in a gap and ``in_window`` GPUs inside their window. Returns, per boundary,
+    ``cum_any`` and ``cum_all``: the integrals over all earlier segments of "at least
+    two GPUs idle" and "every GPU in its window idle, at least two in one" (all rows of
+    one instant hold the same values, the integrals up to that instant); and per
+    ``idle`` count the time (``observed_ns``) with every GPU inside its window.
+    """
+    bounds = [g.select(*_GAP_BOUNDS) for g in gaps_by_gpu.values()]
+    gaps = pl.concat([pl.DataFrame(schema=_GAP_BOUNDS), *bounds])
+
+    def events(times: pl.DataFrame, d_idle: int, d_win: int) -> pl.DataFrame:
+        return times.select(
+            pl.first().alias("t"),
+            pl.lit(d_idle, pl.Int8).alias("d_idle"),
+            pl.lit(d_win, pl.Int8).alias("d_win"),
+        )
+
+    # Narrow types: at millions of boundaries the sweep is bound by memory traffic.
+    segments = (
+        pl.concat(
+            [
+                events(gaps.select("_s"), 1, 0),
+                events(gaps.select("_e"), -1, 0),
+                events(windows.select(WINDOW_START), 0, 1),
+                events(windows.select(WINDOW_END), 0, -1),
+            ]
+        )
+        .lazy()
+        # Ties need no order: the segments between events of one instant have length 0.
+        .sort("t")
+        .select(
+            "t",
+            pl.col("d_idle").cast(pl.Int32).cum_sum().alias("idle"),
+            pl.col("d_win").cast(pl.Int32).cum_sum().alias("in_window"),
+            (pl.col("t").shift(-1) - pl.col("t")).fill_null(0).alias("len_ns"),
+        )
+    )
+    others_any = pl.col("idle") >= 2
+    others_all = (pl.col("idle") == pl.col("in_window")) & (pl.col("in_window") >= 2)
+    integrals = segments.select(
+        "t",
+        *[
+            pl.when(inside)
+            .then(pl.col("len_ns"))
+            .otherwise(0)
+            .cum_sum()
+            .shift(1, fill_value=0)
+            .alias(name)
+            for name, inside in (("cum_any", others_any), ("cum_all", others_all))
+        ],
+    )
+    observed = (
+        segments.filter((pl.col("in_window") == windows.height) & (pl.col("len_ns") > 0))
+        .group_by("idle")
+        .agg(pl.col("len_ns").sum().alias("observed_ns"))
+        .select(pl.col("idle").cast(pl.Int64), "observed_ns")
+    )
+    seg, counts = pl.collect_all([integrals, observed], engine=_ENGINE)
+    return seg, counts
+
+
+def _co_column(other: int) -> str:
+    return f"_co_{other}"
+
+
+def _per_gap(gaps_by_gpu: dict[int, pl.DataFrame], seg: pl.DataFrame) -> dict[int, pl.DataFrame]:
+    """Per GPU, its rows of the per-gap table plus ``_co_<other>`` for every other GPU.
+
+    ``_co_<other>``: the other GPU's gap time inside the gap, from as-of lookups into
+    its gaps. The shares are integrals of the sweep over the gap.
+    """
+    lookup = seg.lazy().select("t", "cum_any", "cum_all")
+    dur = pl.col("duration_ns").cast(pl.Float64)
+    plans = []
+    for gpu, own in gaps_by_gpu.items():
+        co = [_co_column(other) for other in gaps_by_gpu if other != gpu]
+        frame = own.lazy().select(
+            pl.lit(gpu, pl.Int32).alias(GPU),
+            pl.col("_s").alias(START),
+            pl.col("_e").alias(END),
+            (pl.col("_e") - pl.col("_s")).alias("duration_ns"),
+        )
+        for other, gaps in gaps_by_gpu.items():
+            if other == gpu:
+                continue
+            # A GPU's gaps are disjoint: its gap starts and ends are each in time order.
+            frame = _idle_before(frame, START, gaps, "_co_start")
+            frame = _idle_before(frame, END, gaps, "_co_end")
+            frame = frame.with_columns(
+                (pl.col("_co_end") - pl.col("_co_start")).alias(_co_column(other))
+            )
+        for side, at in (("0", START), ("1", END)):
+            frame = frame.join_asof(
+                lookup.rename({c: f"{c}_{side}" for c in ("t", "cum_any", "cum_all")}),
+                left_on=at,
+                right_on=f"t_{side}",
+                strategy="backward",
+                check_sortedness=False,
+            )
+        # The gap's own GPU is idle all along: the integral of idle GPUs over the gap is
+        # its length plus the co-idle time of every other GPU.
+        idle = pl.sum_horizontal("duration_ns", *co)
+        plans.append(
+            frame.select(
+                GPU,
+                START,
+                END,
+                "duration_ns",
+                pl.sum_horizontal(pl.lit(0, pl.Int64), *[pl.col(c) > 0 for c in co])
+                .cast(pl.Int64)
+                .alias("others_idle"),
+                (idle / dur - 1.0).alias("others_idle_mean"),
+                ((pl.col("cum_any_1") - pl.col("cum_any_0")) / dur).alias("others_any_idle_share"),
+                ((pl.col("cum_all_1") - pl.col("cum_all_0")) / dur).alias("others_all_idle_share"),
+                *co,
+            )
+        )
+    return dict(zip(gaps_by_gpu, pl.collect_all(plans, engine=_ENGINE), strict=True))
+
+
+def _co_idle(per_gap: dict[int, pl.DataFrame]) -> pl.DataFrame:
+    """Co-idle time of ordered GPU pairs: ``gpu``, ``other``, ``co_idle_ns``."""
+    rows = [
+        (gpu, other, int(frame.get_column(_co_column(other)).sum()))
+        for gpu, frame in per_gap.items()
+        for other in per_gap
+        if other != gpu
+    ]
+    return pl.DataFrame(
+        rows, schema={GPU: pl.Int32, "other": pl.Int32, "co_idle_ns": pl.Int64}, orient="row"
+    )
 
 
 def _pair_table(
-    windows: pl.DataFrame, gaps: pl.DataFrame, ordered_co_idle: pl.DataFrame
+    windows: pl.DataFrame, gaps_by_gpu: dict[int, pl.DataFrame], ordered_co_idle: pl.DataFrame
 ) -> pl.DataFrame:
     w = windows.select(GPU, WINDOW_START, WINDOW_END)
     pairs = (
@@ -192,8 +393,8 @@ def _pair_table(
         for side in ("a", "b")
     }
     pairs = pairs.with_columns(
-        _idle_inside(spans["a"], gaps, "idle_a_ns"),
-        _idle_inside(spans["b"], gaps, "idle_b_ns"),
+        _idle_inside(spans["a"], gaps_by_gpu, "idle_a_ns"),
+        _idle_inside(spans["b"], gaps_by_gpu, "idle_b_ns"),
     )
     co = ordered_co_idle.rename({GPU: "gpu_a", "other": "gpu_b"})
     length = pl.col("common_ns").cast(pl.Float64)
@@ -255,109 +456,27 @@ def _pair_table(
     )
 
 
-def _co_idle_per_gap(windows: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
-    """One row per (gap, other GPU): how long the other GPU was idle during the gap."""
-    gpus = windows.select(GPU)
-    others = gpus.join(gpus.rename({GPU: "other"}), how="cross").filter(
-        pl.col(GPU) != pl.col("other")
-    )
-    probes = gaps.select("_gap", GPU, START, END).join(others, on=GPU, how="inner")
-    if probes.is_empty():
-        return probes.with_columns(pl.lit(0, pl.Int64).alias("co_idle_ns"))
-    return overlap_with(
-        probes,
-        gaps.select(pl.col(GPU).alias("other"), START, END),
-        by="other",
-        name="co_idle_ns",
-    )
-
-
-def _sweep(windows: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
-    """Elementary segments between boundaries: ``idle`` GPUs and GPUs ``in_window``.
-
-    Each row is ``[t, t + len_ns)`` with its counts, plus exclusive cumulative
-    integrals (``cum_*``: integral over all earlier segments) used for per-gap lookups.
-    """
-    zero = pl.lit(0, pl.Int64)
-    events = pl.concat(
-        [
-            gaps.select(
-                pl.col(START).alias("t"), pl.lit(1, pl.Int64).alias("d_idle"), zero.alias("d_win")
-            ),
-            gaps.select(
-                pl.col(END).alias("t"), pl.lit(-1, pl.Int64).alias("d_idle"), zero.alias("d_win")
-            ),
-            windows.select(
-                pl.col(WINDOW_START).alias("t"),
-                zero.alias("d_idle"),
-                pl.lit(1, pl.Int64).alias("d_win"),
-            ),
-            windows.select(
-                pl.col(WINDOW_END).alias("t"),
-                zero.alias("d_idle"),
-                pl.lit(-1, pl.Int64).alias("d_win"),
-            ),
-        ]
-    )
-    seg = (
-        events.group_by("t")
-        .agg(pl.col("d_idle").sum(), pl.col("d_win").sum())
-        .sort("t")
-        .with_columns(
-            pl.col("d_idle").cum_sum().alias("idle"),
-            pl.col("d_win").cum_sum().alias("in_window"),
-            (pl.col("t").shift(-1) - pl.col("t")).fill_null(0).alias("len_ns"),
-        )
-    )
-    others_any = pl.col("idle") >= 2
-    others_all = (pl.col("idle") == pl.col("in_window")) & (pl.col("in_window") >= 2)
-    weighted = {
-        "cum_idle": pl.col("len_ns") * pl.col("idle"),
-        "cum_any": pl.col("len_ns") * others_any.cast(pl.Int64),
-        "cum_all": pl.col("len_ns") * others_all.cast(pl.Int64),
-    }
-    return seg.with_columns(
-        [(expr.cum_sum() - expr).alias(name) for name, expr in weighted.items()]
-    ).select("t", "len_ns", "idle", "in_window", *weighted)
-
-
-def _per_gap(gaps: pl.DataFrame, seg: pl.DataFrame, co: pl.DataFrame) -> pl.DataFrame:
-    lookup = seg.select("t", "cum_idle", "cum_any", "cum_all")
-    at_start = lookup.rename({c: f"{c}_0" for c in lookup.columns if c != "t"})
-    at_end = lookup.rename({c: f"{c}_1" for c in lookup.columns if c != "t"})
-    counts = co.group_by("_gap").agg(
-        (pl.col("co_idle_ns") > 0).sum().cast(pl.Int64).alias("others_idle")
-    )
-    dur = pl.col("duration_ns").cast(pl.Float64)
-    return (
-        gaps.join(at_start, left_on=START, right_on="t", how="left")
-        .join(at_end, left_on=END, right_on="t", how="left")
-        .join(counts, on="_gap", how="left")
-        .sort(GPU, START)
-        .select(
-            GPU,
-            START,
-            END,
-            "duration_ns",
-            pl.col("others_idle").fill_null(0),
-            ((pl.col("cum_idle_1") - pl.col("cum_idle_0")) / dur - 1.0).alias("others_idle_mean"),
-            ((pl.col("cum_any_1") - pl.col("cum_any_0")) / dur).alias("others_any_idle_share"),
-            ((pl.col("cum_all_1") - pl.col("cum_all_0")) / dur).alias("others_all_idle_share"),
-        )
-    )
-
-
-def _per_gpu(windows: pl.DataFrame, per_gap: pl.DataFrame) -> pl.DataFrame:
+def _per_gpu(windows: pl.DataFrame, per_gap: dict[int, pl.DataFrame]) -> pl.DataFrame:
     dur = pl.col("duration_ns")
     total = dur.sum()
     weighted = {
         name: pl.when(total > 0).then((pl.col(name) * dur).sum() / total)
         for name in ("others_idle_mean", "others_any_idle_share", "others_all_idle_share")
     }
-    agg = per_gap.group_by(GPU).agg(
-        pl.len().cast(pl.Int64).alias("gap_count"),
-        total.alias("gap_ns"),
-        *[expr.alias(name) for name, expr in weighted.items()],
+    # The schema first: a trace without GPUs has no frames.
+    agg = pl.concat(
+        [
+            pl.DataFrame(schema=_PER_GPU_SCHEMA),
+            *[
+                frame.select(
+                    pl.lit(gpu, pl.Int32).alias(GPU),
+                    pl.len().cast(pl.Int64).alias("gap_count"),
+                    total.alias("gap_ns"),
+                    *[expr.alias(name) for name, expr in weighted.items()],
+                )
+                for gpu, frame in per_gap.items()
+            ],
+        ]
     )
     return (
         windows.select(GPU)
@@ -379,7 +498,7 @@ def _poisson_binomial(shares: list[float]) -> list[float]:
 
 
 def _all_gpu(
-    windows: pl.DataFrame, gaps: pl.DataFrame, seg: pl.DataFrame
+    windows: pl.DataFrame, gaps_by_gpu: dict[int, pl.DataFrame], observed: pl.DataFrame
 ) -> tuple[pl.DataFrame, dict[str, int | float | None]]:
     g = windows.height
     start = windows.get_column(WINDOW_START).max()
@@ -410,9 +529,7 @@ def _all_gpu(
     spans = windows.select(
         GPU, pl.lit(start, pl.Int64).alias(START), pl.lit(end, pl.Int64).alias(END)
     )
-    shares = (_idle_inside(spans, gaps, "idle_ns").cast(pl.Float64) / length).to_list()
-    inside = seg.filter((pl.col("in_window") == g) & (pl.col("len_ns") > 0))
-    observed = inside.group_by("idle").agg(pl.col("len_ns").sum().alias("observed_ns"))
+    shares = (_idle_inside(spans, gaps_by_gpu, "idle_ns").cast(pl.Float64) / length).to_list()
     expected = _poisson_binomial(shares)
     counts = (
         pl.DataFrame(
@@ -457,19 +574,23 @@ def measure_stagger(gaps: pl.DataFrame, windows: pl.DataFrame) -> StaggerResult:
             "stagger compares physical GPUs and needs one window per GPU; with several "
             "process-devices on one GPU (nvidia busy mode) pass per-GPU gaps and windows"
         )
-    g = _clipped_gaps(
+    gaps_by_gpu = _gaps_by_gpu(
         gaps.select(
             pl.col(GPU).cast(pl.Int32), pl.col(START).cast(pl.Int64), pl.col(END).cast(pl.Int64)
         ),
         w,
     )
-    co = _co_idle_per_gap(w, g)
-    ordered = co.group_by(GPU, "other").agg(pl.col("co_idle_ns").sum())
-    pairs = _pair_table(w, g, ordered)
-    seg = _sweep(w, g)
-    per_gap = _per_gap(g, seg, co)
-    per_gpu = _per_gpu(w, per_gap)
-    idle_count, all_gpu = _all_gpu(w, g, seg)
+    seg, idle_time = _sweep(w, gaps_by_gpu)
+    per_gap_by_gpu = _per_gap(gaps_by_gpu, seg)
+    pairs = _pair_table(w, gaps_by_gpu, _co_idle(per_gap_by_gpu))
+    per_gap = pl.concat(
+        [
+            pl.DataFrame(schema=_PER_GAP_SCHEMA),
+            *[frame.select(*_PER_GAP_SCHEMA) for frame in per_gap_by_gpu.values()],
+        ]
+    )
+    per_gpu = _per_gpu(w, per_gap_by_gpu)
+    idle_count, all_gpu = _all_gpu(w, gaps_by_gpu, idle_time)
 
     valid = pairs.filter(pl.col("common_ns") > 0)
     observed = int(valid.get_column("co_idle_ns").sum())
