@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 from conftest import SHARED_TRACES, cori_rank_files
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from nsysan import model
 from nsysan.analyze.balance import (
@@ -22,8 +24,10 @@ from nsysan.analyze.balance import (
 )
 from nsysan.analyze.busy import measure_busy
 from nsysan.errors import SettingsError
+from nsysan.intervals import clip_to_windows, overlap_with, total_length, union_intervals
 from nsysan.settings import Settings
 
+START, END = "start_ns", "end_ns"
 _OP = {"source": 0, "pid": 100, "context_id": 1, "stream_id": 7, "correlation_id": 0}
 
 
@@ -251,6 +255,177 @@ def test_no_iteration_boundaries_is_not_applicable() -> None:
     assert r.iteration_source is None
     assert r.bubble_reason.startswith("not applicable")
     assert r.bubbles.is_empty() and r.bubble_share is None
+
+
+# --- regression: the implementation before per-GPU unions (kept as the reference) -------
+
+
+def _reference(trace: model.Trace, settings_: Settings, iterations: pl.DataFrame) -> dict[str, Any]:
+    """Per-GPU load, drift, bubbles and the kernel diff as the first implementation
+    computed them: grouped unions, ``overlap_with`` and as-of joins by GPU."""
+    busy = measure_busy(trace, settings_)
+    w = (
+        busy.windows.group_by("gpu")
+        .agg(pl.col("window_start_ns").min(), pl.col("window_end_ns").max())
+        .select(pl.col("gpu").cast(pl.Int32), "window_start_ns", "window_end_ns")
+        .sort("gpu")
+    )
+    b = union_intervals(
+        clip_to_windows(busy.intervals.select(pl.col("gpu").cast(pl.Int32), START, END), w, "gpu"),
+        "gpu",
+    )
+    kernels = (
+        trace.kernels.drop_nulls(["gpu", START, END])
+        .join(w, on="gpu")
+        .filter(
+            (pl.col(END) >= pl.col("window_start_ns")) & (pl.col(START) <= pl.col("window_end_ns"))
+        )
+        .with_columns(
+            pl.max_horizontal(START, "window_start_ns").alias(START),
+            pl.min_horizontal(END, "window_end_ns").alias(END),
+            pl.col("short_name").fill_null("").str.contains("(?i)nccl").alias("nccl"),
+        )
+        .with_columns((pl.col(END) - pl.col(START)).alias("duration_ns"))
+    )
+    parts = [
+        total_length(b, "gpu", name="busy_ns"),
+        total_length(
+            kernels.filter(~pl.col("nccl")).select("gpu", START, END), "gpu", name="compute_ns"
+        ),
+        total_length(
+            kernels.filter(pl.col("nccl")).select("gpu", START, END), "gpu", name="nccl_ns"
+        ),
+        kernels.group_by("gpu").agg(
+            pl.col("duration_ns").sum().alias("kernel_ns"),
+            pl.len().cast(pl.Int64).alias("kernel_count"),
+        ),
+    ]
+    per_gpu = w.select("gpu")
+    for part in parts:
+        per_gpu = per_gpu.join(part, on="gpu", how="left")
+    per_gpu = per_gpu.fill_null(0).sort("gpu")
+
+    start, end = int(w["window_start_ns"].min()), int(w["window_end_ns"].max())  # type: ignore[arg-type]
+    count, span = settings_.drift_windows, end - start
+    edges = pl.DataFrame({"window": pl.int_range(count, eager=True, dtype=pl.Int64)}).with_columns(
+        (start + (pl.col("window") * span) // count).alias(START),
+        (start + ((pl.col("window") + 1) * span) // count).alias(END),
+    )
+    drift = overlap_with(edges.join(w.select("gpu"), how="cross"), b, by="gpu", name="busy_ns")
+
+    cells = iterations.join(w.select("gpu"), how="cross").sort(START)
+    with_busy = overlap_with(cells, b, by="gpu", name="busy_ns")
+    bs = b.sort(START)
+
+    def asof(df: pl.DataFrame, on: str, strategy: str, names: dict[str, str]) -> pl.DataFrame:
+        return df.join_asof(
+            bs.select("gpu", *[pl.col(c).alias(n) for c, n in names.items()]),
+            left_on=on,
+            right_on=names[START],
+            by="gpu",
+            strategy=strategy,  # type: ignore[arg-type]
+            check_sortedness=False,
+        )
+
+    found = asof(
+        asof(
+            asof(with_busy, START, "backward", {START: "_s0", END: "_e0"}),
+            START,
+            "forward",
+            {START: "_s1"},
+        )
+        .with_columns((pl.col(END) - 1).alias("_probe"))
+        .sort("_probe"),
+        "_probe",
+        "backward",
+        {START: "_s2", END: "_e2"},
+    )
+    length = pl.col(END) - pl.col(START)
+    first = pl.when(pl.col("_e0") > pl.col(START)).then(pl.col(START)).otherwise(pl.col("_s1"))
+    has_busy = first.is_not_null() & (first < pl.col(END))
+    bubbles = found.select(
+        "iteration",
+        "gpu",
+        "busy_ns",
+        pl.when(has_busy)
+        .then(first - pl.col(START))
+        .otherwise(length)
+        .cast(pl.Int64)
+        .alias("fill_ns"),
+        pl.when(has_busy)
+        .then(pl.col(END) - pl.min_horizontal("_e2", END))
+        .otherwise(0)
+        .cast(pl.Int64)
+        .alias("drain_ns"),
+    ).sort("iteration", "gpu")
+
+    per_name = (
+        kernels.filter(~pl.col("nccl"))
+        .group_by("name", "gpu")
+        .agg(pl.col("duration_ns").sum().alias("time_ns"), pl.len().cast(pl.Int64).alias("count"))
+    )
+    return {"per_gpu": per_gpu, "drift": drift, "bubbles": bubbles, "per_name": per_name}
+
+
+@st.composite
+def _balance_traces(draw: st.DrawFn) -> model.Trace:
+    """Random kernels (GPU 2 only when GPUs 0 and 1 repeat a kernel sequence)."""
+    periodic = draw(st.booleans())
+    kernels = []
+    for _ in range(draw(st.integers(1, 30))):
+        start = draw(st.integers(0, 400))
+        gpu = 2 if periodic else draw(st.integers(0, 2))
+        name = draw(st.sampled_from(["a", "b", "c", "ncclX"]))
+        kernels.append(_k(gpu, start, start + draw(st.integers(0, 40)), name))
+    if periodic:
+        t = 0
+        for i in range(draw(st.integers(3, 12))):
+            for gpu in range(2):
+                start = t + draw(st.integers(0, 6))
+                kernels.append(_k(gpu, start, start + draw(st.integers(1, 9)), "xyz"[i % 3]))
+            t += draw(st.integers(10, 30))
+    return _trace(kernels)
+
+
+@settings(max_examples=30, deadline=None)
+@given(_balance_traces())
+def test_matches_the_reference_implementation(trace: model.Trace) -> None:
+    r = _measure(trace)
+    ref = _reference(trace, Settings(), r.iterations)
+    columns = ["gpu", "busy_ns", "compute_ns", "nccl_ns", "kernel_ns", "kernel_count"]
+    assert r.per_gpu.select(columns).rows() == ref["per_gpu"].select(columns).rows()
+    assert r.drift.select("window", "gpu", "busy_ns").rows() == (
+        ref["drift"].sort("window", "gpu").select("window", "gpu", "busy_ns").rows()
+    )
+    got = r.bubbles.select("iteration", "gpu", "busy_ns", "fill_ns", "drain_ns")
+    assert got.rows() == ref["bubbles"].rows()
+    per_name = ref["per_name"]
+    for gpu, prefix in ((r.most_loaded_gpu, "most"), (r.least_loaded_gpu, "least")):
+        expected = {
+            name: (time_ns, count) for name, g, time_ns, count in per_name.rows() if g == gpu
+        }
+        shown = r.kernel_diff.filter(pl.col("name") != OTHER_KERNELS)
+        for name, time_ns, count in shown.select("name", f"{prefix}_ns", f"{prefix}_count").rows():
+            assert expected.get(name, (0, 0)) == (time_ns, count)
+
+
+@settings(max_examples=15, deadline=None)
+@given(_balance_traces(), st.randoms(use_true_random=False))
+def test_result_does_not_depend_on_kernel_order(trace: model.Trace, rng: Any) -> None:
+    # Kernels in the trace's (gpu, start) order skip the sorts; any other order sorts.
+    # Kernels with equal bounds have no order, so the trace keeps one of them.
+    kernels = trace.kernels.unique(["gpu", "start_ns", "end_ns"], keep="first", maintain_order=True)
+    trace = dataclasses.replace(trace, kernels=kernels)
+    shuffled = dataclasses.replace(
+        trace, kernels=kernels.sample(fraction=1.0, shuffle=True, seed=rng.randrange(1000))
+    )
+    a, b = _measure(trace), _measure(shuffled)
+    for name in ("per_gpu", "drift", "iterations", "bubbles", "bubbles_per_gpu"):
+        assert_frame_equal(getattr(a, name), getattr(b, name))
+    assert (a.iteration_label, a.kernel_diff_total_ns) == (
+        b.iteration_label,
+        b.kernel_diff_total_ns,
+    )
 
 
 # --- real exports -----------------------------------------------------------------------

@@ -15,6 +15,7 @@ from nsysan.analyze.dashboard import (
     dashboard_period,
     measure_dashboard,
 )
+from nsysan.intervals import clip_to_windows, overlap_with, union_intervals
 from nsysan.settings import Settings
 
 T028 = "T028-nsight-systems-deep-dive/trace.sqlite"
@@ -208,6 +209,81 @@ def test_periods_tile_the_window_and_average_to_the_busy_share(
         assert row["dashboard_util_share"] == pytest.approx(
             full.get_column("busy_ns").sum() / (full.height * result.period_ns)
         )
+
+
+# --- regression: the implementation before per-GPU unions (kept as the reference) -------
+
+
+def _reference(
+    kernels: pl.DataFrame, windows: pl.DataFrame, period_ns: int
+) -> tuple[pl.DataFrame, float | None]:
+    """Busy time per period and the timeline spread as the first implementation
+    computed them: ``overlap_with`` against the grouped union, and a sweep over all
+    GPUs' union boundaries."""
+    busy = union_intervals(clip_to_windows(kernels, windows, "gpu"), "gpu")
+    n = (pl.col("window_end_ns") - pl.col("window_start_ns") + period_ns - 1) // period_ns
+    grid = (
+        windows.with_columns(pl.int_ranges(0, n).alias("_i"))
+        .explode("_i")
+        .drop_nulls("_i")
+        .with_columns((pl.col("window_start_ns") + pl.col("_i") * period_ns).alias("start_ns"))
+        .select(
+            "gpu",
+            "start_ns",
+            pl.min_horizontal(pl.col("start_ns") + period_ns, "window_end_ns").alias("end_ns"),
+        )
+    )
+    periods = overlap_with(grid, busy, by="gpu", name="busy_ns").sort("gpu", "start_ns")
+    measured = windows.filter(pl.col("window_end_ns") > pl.col("window_start_ns"))
+    if measured.height < 2:
+        return periods, None
+    start = int(measured.get_column("window_start_ns").max())  # type: ignore[arg-type]
+    end = int(measured.get_column("window_end_ns").min())  # type: ignore[arg-type]
+    if end <= start:
+        return periods, None
+    inside = busy.select(
+        pl.col("start_ns").clip(start, end), pl.col("end_ns").clip(start, end)
+    ).filter(pl.col("end_ns") > pl.col("start_ns"))
+    events = pl.concat(
+        [
+            inside.select(pl.col("start_ns").alias("t"), pl.lit(1).alias("d")),
+            inside.select(pl.col("end_ns").alias("t"), pl.lit(-1).alias("d")),
+        ]
+    ).sort("t")
+    running = events.with_columns(
+        pl.col("d").cum_sum().alias("n"), (pl.col("t").shift(-1) - pl.col("t")).alias("dt")
+    )
+    mixed = (pl.col("n") > 0) & (pl.col("n") < measured.height)
+    disagree = int(running.select(pl.col("dt").filter(mixed).sum()).item() or 0)
+    return periods, disagree / (end - start)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    spans=st.lists(
+        st.tuples(st.integers(0, 2), st.integers(-500, 10_000), st.integers(0, 2_000)),
+        max_size=40,
+    ),
+    bounds=st.lists(
+        st.tuples(st.integers(0, 3_000), st.integers(0, 12_000)), min_size=3, max_size=3
+    ),
+    period=st.integers(1, 3_000),
+)
+def test_matches_the_reference_implementation(
+    spans: list[tuple[int, int, int]], bounds: list[tuple[int, int]], period: int
+) -> None:
+    kernels = _kernels([(g, s, s + d) for g, s, d in spans])
+    windows = _windows(*[(g, start, start + length) for g, (start, length) in enumerate(bounds)])
+    result = measure_dashboard(kernels, windows, Settings(dashboard_period_ns=period))
+    periods, timeline_spread = _reference(kernels, windows, result.period_ns)
+    got = result.periods.select(
+        "gpu",
+        pl.col("period_start_ns").alias("start_ns"),
+        pl.col("period_end_ns").alias("end_ns"),
+        "busy_ns",
+    )
+    assert got.rows() == periods.rows()
+    assert result.timeline_spread_share == timeline_spread
 
 
 # --- real trace ---------------------------------------------------------------------------

@@ -11,10 +11,11 @@ import pytest
 from conftest import reference_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from nsysan import load_trace, model
 from nsysan.analyze.nccl import COLLECTIVES, OTHER, NcclResult, classify_nccl, measure_nccl
-from nsysan.intervals import union_intervals
+from nsysan.intervals import clip_to_windows, total_length, union_intervals
 
 T039 = "T039-gpu-poisson-solver/trace.sqlite"
 
@@ -407,6 +408,118 @@ def test_properties(rows: list[tuple[int, int, int, int, str]]) -> None:
     joined = r.per_gpu.join(by_gpu, on="gpu", suffix="_c", how="inner")
     assert (joined["nccl_kernels"] == joined["nccl_kernels_c"]).all()
     assert (joined["wait_ns"] == joined["wait_ns_c"]).all()
+
+
+# -- regression: the implementation before per-GPU unions (kept as the reference) -------
+
+
+def _reference_times(
+    kernels: pl.DataFrame, busy: pl.DataFrame, windows: pl.DataFrame
+) -> pl.DataFrame:
+    """Per (gpu, collective or "all"): kernels, kernel_ns, nccl_ns, overlap_ns, as the
+    first implementation computed them (three unions: |NCCL ∩ compute| = |NCCL| +
+    |compute| - |NCCL ∪ compute|), with busy_ns per GPU."""
+    joined = (
+        classify_nccl(kernels.drop_nulls(["gpu", "start_ns", "end_ns"]))
+        .filter(pl.col("end_ns") >= pl.col("start_ns"))
+        .join(windows, on="gpu")
+        .filter(
+            (pl.col("end_ns") >= pl.col("window_start_ns"))
+            & (pl.col("start_ns") <= pl.col("window_end_ns"))
+        )
+        .select(
+            "gpu",
+            "collective",
+            "is_nccl",
+            pl.max_horizontal("start_ns", "window_start_ns").alias("start_ns"),
+            pl.min_horizontal("end_ns", "window_end_ns").alias("end_ns"),
+        )
+    )
+    one = joined.filter(pl.col("is_nccl")).drop("is_nccl")
+    nccl = pl.concat([one, one.with_columns(pl.lit("all").alias("collective"))])
+    keys = ["gpu", "collective"]
+    counts = nccl.group_by(keys).agg(
+        pl.len().cast(pl.Int64).alias("kernels"),
+        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("kernel_ns"),
+    )
+    compute = union_intervals(
+        joined.filter(~pl.col("is_nccl")).select("gpu", "start_ns", "end_ns"), by="gpu"
+    )
+    compute_ns = compute.group_by("gpu").agg(
+        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("_compute_ns")
+    )
+    repeated = compute.join(counts.select(keys), on="gpu").select(nccl.columns)
+    either = total_length(pl.concat([nccl, repeated]), by=keys, name="_either_ns")
+    busy_ns = total_length(
+        clip_to_windows(busy.select("gpu", "start_ns", "end_ns"), windows, by="gpu"),
+        by="gpu",
+        name="busy_ns",
+    )
+    return (
+        counts.join(total_length(nccl, by=keys, name="nccl_ns"), on=keys, how="left")
+        .join(compute_ns, on="gpu", how="left")
+        .join(either, on=keys, how="left")
+        .join(busy_ns, on="gpu", how="left")
+        .with_columns(pl.col("nccl_ns", "_compute_ns", "_either_ns", "busy_ns").fill_null(0))
+        .select(
+            *keys,
+            "kernels",
+            "kernel_ns",
+            "nccl_ns",
+            (pl.col("nccl_ns") + pl.col("_compute_ns") - pl.col("_either_ns")).alias("overlap_ns"),
+            "busy_ns",
+        )
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_kernel_rows(), st.integers(0, 40), st.integers(0, 80))
+def test_matches_the_reference_implementation(
+    rows: list[tuple[int, int, int, int, str]], window_start: int, window_length: int
+) -> None:
+    kernels = _kernels(rows)
+    windows = pl.DataFrame(
+        {
+            "gpu": [0, 1, 2],
+            "window_start_ns": [window_start, 0, window_start],
+            "window_end_ns": [window_start + window_length, 100, window_start + 2],
+        },
+        schema={"gpu": pl.Int32, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64},
+    )
+    busy = union_intervals(kernels, by="gpu")
+    r = measure_nccl(kernels, busy, windows)
+    expected = _reference_times(kernels, busy, windows).sort("gpu", "collective")
+    per_gpu = r.per_gpu.filter(pl.col("nccl_kernels") > 0).select(
+        "gpu",
+        pl.lit("all").alias("collective"),
+        pl.col("nccl_kernels").alias("kernels"),
+        pl.col("nccl_kernel_ns").alias("kernel_ns"),
+        "nccl_ns",
+        "overlap_ns",
+        "busy_ns",
+    )
+    per_collective = r.per_collective.join(r.per_gpu.select("gpu", "busy_ns"), on="gpu").select(
+        "gpu",
+        "collective",
+        pl.col("nccl_kernels").alias("kernels"),
+        pl.col("nccl_kernel_ns").alias("kernel_ns"),
+        "nccl_ns",
+        "overlap_ns",
+        "busy_ns",
+    )
+    got = pl.concat([per_gpu, per_collective]).sort("gpu", "collective")
+    assert_frame_equal(got, expected, check_dtypes=False)
+
+
+def test_classify_matches_row_by_row_classification() -> None:
+    # Parsing each distinct name once must give every row what parsing it alone gives.
+    pairs: list[tuple[str | None, str | None]] = [(k, None) for k, _ in NAMES]
+    pairs += [(k, None) for k in NOT_NCCL]
+    pairs += [(None, "ncclKernel_AllGather_RING_LL_Sum_int8_t(x)"), (None, None), ("gemm", "x")]
+    rows = [pairs[i % len(pairs)] for i in range(7 * len(pairs))][::-1]
+    frame = pl.DataFrame(rows, schema={"short_name": pl.String, "name": pl.String}, orient="row")
+    alone = pl.concat([classify_nccl(frame.slice(i, 1)) for i in range(frame.height)])
+    assert_frame_equal(classify_nccl(frame), alone)
 
 
 # -- real trace T039: one process, 2 V100s, 1000 ncclKernel_SendRecv kernels ---------

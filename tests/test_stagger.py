@@ -11,6 +11,7 @@ import pytest
 from conftest import cori_rank_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from nsysan.analyze.stagger import (
     ALIGNED_MAX_SCORE,
@@ -18,6 +19,7 @@ from nsysan.analyze.stagger import (
     StaggerResult,
     measure_stagger,
 )
+from nsysan.intervals import clip_to_windows, overlap_with
 
 
 def _windows(*bounds: tuple[int, int]) -> pl.DataFrame:
@@ -247,6 +249,123 @@ def test_pair_table_is_symmetric(scene: tuple[pl.DataFrame, pl.DataFrame]) -> No
     ).sort("gpu_a", "gpu_b")
     assert a.pairs.select(mirrored.columns).equals(mirrored)
     assert a.stagger_score == pytest.approx(b.stagger_score)
+
+
+# --- regression: the implementation before the per-GPU sweep (kept as the reference) ------
+
+
+def _reference(gaps: pl.DataFrame, windows: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """Per-gap table, ordered co-idle and idle-count time as the first implementation
+    computed them: ``overlap_with`` of every gap against every other GPU's gaps, and a
+    sweep over boundaries aggregated per instant."""
+    w = windows.sort("gpu")
+    clipped = (
+        clip_to_windows(gaps.select("gpu", "start_ns", "end_ns"), w, by="gpu")
+        .filter(pl.col("end_ns") > pl.col("start_ns"))
+        .sort("gpu", "start_ns", "end_ns")
+        .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"))
+        .with_row_index("_gap")
+    )
+    gpus = w.select("gpu")
+    others = gpus.join(gpus.rename({"gpu": "other"}), how="cross").filter(
+        pl.col("gpu") != pl.col("other")
+    )
+    probes = clipped.select("_gap", "gpu", "start_ns", "end_ns").join(others, on="gpu")
+    co = overlap_with(
+        probes,
+        clipped.select(pl.col("gpu").alias("other"), "start_ns", "end_ns"),
+        by="other",
+        name="co_idle_ns",
+    )
+    zero, one = pl.lit(0, pl.Int64), pl.lit(1, pl.Int64)
+    events = pl.concat(
+        [
+            clipped.select(pl.col("start_ns").alias("t"), one.alias("d_idle"), zero.alias("d_win")),
+            clipped.select(
+                pl.col("end_ns").alias("t"), (-one).alias("d_idle"), zero.alias("d_win")
+            ),
+            w.select(
+                pl.col("window_start_ns").alias("t"), zero.alias("d_idle"), one.alias("d_win")
+            ),
+            w.select(
+                pl.col("window_end_ns").alias("t"), zero.alias("d_idle"), (-one).alias("d_win")
+            ),
+        ]
+    )
+    seg = (
+        events.group_by("t")
+        .agg(pl.col("d_idle", "d_win").sum())
+        .sort("t")
+        .with_columns(
+            pl.col("d_idle").cum_sum().alias("idle"),
+            pl.col("d_win").cum_sum().alias("in_window"),
+            (pl.col("t").shift(-1) - pl.col("t")).fill_null(0).alias("len_ns"),
+        )
+    )
+    any_idle = (pl.col("idle") >= 2).cast(pl.Int64)
+    all_idle = ((pl.col("idle") == pl.col("in_window")) & (pl.col("in_window") >= 2)).cast(pl.Int64)
+    weighted = {
+        "cum_idle": pl.col("len_ns") * pl.col("idle"),
+        "cum_any": pl.col("len_ns") * any_idle,
+        "cum_all": pl.col("len_ns") * all_idle,
+    }
+    lookup = seg.select("t", *[(e.cum_sum() - e).alias(n) for n, e in weighted.items()])
+    counts = co.group_by("_gap").agg((pl.col("co_idle_ns") > 0).sum().alias("others_idle"))
+    dur = pl.col("duration_ns").cast(pl.Float64)
+
+    def during(name: str) -> pl.Expr:
+        return pl.col(f"{name}_1") - pl.col(f"{name}_0")
+
+    per_gap = (
+        clipped.join(lookup.rename(lambda c: f"{c}_0"), left_on="start_ns", right_on="t_0")
+        .join(lookup.rename(lambda c: f"{c}_1"), left_on="end_ns", right_on="t_1")
+        .join(counts, on="_gap", how="left")
+        .sort("gpu", "start_ns")
+        .select(
+            "gpu",
+            "start_ns",
+            "end_ns",
+            "duration_ns",
+            pl.col("others_idle").fill_null(0).cast(pl.Int64),
+            (during("cum_idle") / dur - 1.0).alias("others_idle_mean"),
+            (during("cum_any") / dur).alias("others_any_idle_share"),
+            (during("cum_all") / dur).alias("others_all_idle_share"),
+        )
+    )
+    idle_time = (
+        seg.filter((pl.col("in_window") == w.height) & (pl.col("len_ns") > 0))
+        .group_by("idle")
+        .agg(pl.col("len_ns").sum().alias("observed_ns"))
+    )
+    return {
+        "gaps": per_gap,
+        "co_idle": co.group_by("gpu", "other").agg(pl.col("co_idle_ns").sum()),
+        "idle_time": idle_time,
+    }
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_scenes())
+def test_matches_the_reference_implementation(scene: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    gaps, windows = scene
+    r = measure_stagger(gaps, windows)
+    ref = _reference(gaps, windows)
+    assert_frame_equal(r.gaps, ref["gaps"])
+    pairs = r.pairs.select("gpu_a", "gpu_b", "co_idle_ns").sort("gpu_a", "gpu_b")
+    expected = (
+        pairs.select("gpu_a", "gpu_b")
+        .join(
+            ref["co_idle"].rename({"gpu": "gpu_a", "other": "gpu_b"}),
+            on=["gpu_a", "gpu_b"],
+            how="left",
+        )
+        .with_columns(pl.col("co_idle_ns").fill_null(0))
+    )
+    assert_frame_equal(pairs, expected)
+    observed = dict(ref["idle_time"].rows())
+    assert r.idle_count.select("idle_gpus", "observed_ns").rows() == [
+        (k, observed.get(k, 0)) for k in r.idle_count.get_column("idle_gpus")
+    ]
 
 
 # --- the real 8-rank job ----------------------------------------------------------------
