@@ -867,7 +867,7 @@ def measure_imbalance(
         )
     else:
         most = least = None
-        kernel_diff, diff_total = _kernel_diff(kernels, -1, -1), 0
+        kernel_diff, diff_total = _kernel_diff(kernels, -1, -1)
         compute_diff = 0
 
     if w.is_empty():
