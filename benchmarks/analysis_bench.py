@@ -62,7 +62,9 @@ def timed_analyses(trace: Any) -> dict[str, float]:
         out[name] = time.perf_counter() - t0
         return value
 
-    busy = step("busy", lambda: measure_busy(trace, dataclasses.replace(settings, busy_mode="kernels")))
+    busy = step(
+        "busy", lambda: measure_busy(trace, dataclasses.replace(settings, busy_mode="kernels"))
+    )
     gaps = step("gaps", lambda: measure_gaps(busy.intervals, busy.summary, busy.keys))
     step("stagger", lambda: measure_stagger(gaps.gaps, busy.windows))
     step("imbalance", lambda: measure_imbalance(trace, busy.intervals, busy.windows, settings))
@@ -70,21 +72,43 @@ def timed_analyses(trace: Any) -> dict[str, float]:
     step("host", lambda: attribute_gaps(trace, gaps.gaps, settings, keys=gaps.keys))
     cont = step(
         "contention",
-        lambda: measure_contention(trace.gpu_metrics, busy.windows, settings, busy=busy.intervals, gpus=trace.gpus, capabilities=trace.capabilities),
+        lambda: measure_contention(
+            trace.gpu_metrics,
+            busy.windows,
+            settings,
+            busy=busy.intervals,
+            gpus=trace.gpus,
+            capabilities=trace.capabilities,
+        ),
     )
-    step("dashboard", lambda: measure_dashboard(trace.kernels, busy.windows, settings, activity=cont.summary if cont.available else None))
+    step(
+        "dashboard",
+        lambda: measure_dashboard(
+            trace.kernels, busy.windows, settings, activity=cont.summary if cont.available else None
+        ),
+    )
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", type=int, default=5_000_000)
-    parser.add_argument("--trace", type=Path, help="export to use (default: the scaled T039 in /tmp/nsysan-bench)")
+    parser.add_argument(
+        "--trace", type=Path, help="export to use (default: the scaled T039 in /tmp/nsysan-bench)"
+    )
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     path = args.trace or BENCH_DIR / f"T039-gpu-poisson-solver-k{args.kernels}.sqlite"
     if not path.exists():
-        subprocess.run([sys.executable, str(Path(__file__).with_name("scale_trace.py")), "--kernels", str(args.kernels)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(Path(__file__).with_name("scale_trace.py")),
+                "--kernels",
+                str(args.kernels),
+            ],
+            check=True,
+        )
 
     from nsysan.analysis import analyze
     from nsysan.ingest import load_trace
@@ -95,7 +119,9 @@ def main() -> None:
     steps = timed_analyses(trace)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-    print(f"trace: {path} ({trace.kernels.height:,} kernels, {trace.gpus.height} GPUs, {trace.cuda_api.height:,} CUDA API rows)")
+    print(
+        f"trace: {path} ({trace.kernels.height:,} kernels, {trace.gpus.height} GPUs, {trace.cuda_api.height:,} CUDA API rows)"
+    )
     print(f"{'step':<34}{'best s':>10}{'x sqlite scan':>16}")
     print(f"{'sqlite3 CLI GROUP BY (baseline)':<34}{scan_s:>10.3f}{1.0:>16.2f}")
     print(f"{'nsysan ingest (load_trace)':<34}{load_s:>10.3f}{load_s / scan_s:>16.2f}")

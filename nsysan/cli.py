@@ -16,6 +16,7 @@ import click
 
 from nsysan import __version__
 from nsysan.errors import NsysanError
+from nsysan.simulate import SCENARIOS
 
 EXIT_OK, EXIT_INPUT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -153,7 +154,9 @@ def build_settings(
     elif start is not None or end is not None:
         spec = WindowSpec(kind="explicit", start_ns=start, end_ns=end, skip_warmup_ns=skip_warmup)
     else:
-        spec = WindowSpec(kind="common" if window_kind == "common" else "per_gpu", skip_warmup_ns=skip_warmup)
+        spec = WindowSpec(
+            kind="common" if window_kind == "common" else "per_gpu", skip_warmup_ns=skip_warmup
+        )
     return Settings(busy_mode=busy_mode, window=spec, drift_windows=drift_windows, lang=lang)  # type: ignore[arg-type]
 
 
@@ -258,7 +261,7 @@ def report(
 @cli.command()
 @click.argument(
     "scenario",
-    type=click.Choice(list(__import__("nsysan.simulate", fromlist=["SCENARIOS"]).SCENARIOS)),
+    type=click.Choice(list(SCENARIOS)),
 )
 @click.option(
     "-o", "--output", type=click.Path(path_type=Path), required=True, help="SQLite export to write."
