@@ -33,7 +33,7 @@ from typing import Literal
 import polars as pl
 
 from nsysan.errors import SettingsError
-from nsysan.intervals import clip_to_windows, union_intervals
+from nsysan.intervals import clip_to_windows, sort_if_needed, union_intervals, union_one_unit
 from nsysan.model import Trace
 from nsysan.settings import Settings
 
@@ -171,46 +171,6 @@ def _gpu_windows(windows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _sorted(df: pl.DataFrame, *by: str) -> pl.DataFrame:
-    """``df`` sorted by the ``by`` columns (nulls first).
-
-    Rows already in that order (the trace's kernel order) cost one check; others one
-    stable one-column sort per column, least significant first, several times faster
-    than one multi-column sort.
-    """
-    in_order = pl.lit(True)
-    for col in reversed(by):
-        this, prev = pl.col(col), pl.col(col).shift(1)
-        after = (this > prev).fill_null(False) | (prev.is_null() & this.is_not_null())
-        in_order = after | (this.eq_missing(prev) & in_order)
-    if df.select(in_order.slice(1).all()).item():
-        return df
-    for col in reversed(by):
-        df = df.sort(col, maintain_order=True)
-    return df
-
-
-def _union(intervals: pl.DataFrame) -> pl.DataFrame:
-    """One GPU's intervals merged (overlapping or touching ones merge), sorted by start.
-
-    With ``_before``: the union's time before each interval.
-    """
-    if not intervals.get_column(START).is_sorted():
-        intervals = intervals.sort(START)
-    opens = (pl.col(START) > pl.col("_reach").shift(1)).fill_null(True)
-    marked = intervals.with_columns(pl.col(END).cum_max().alias("_reach")).with_columns(
-        opens.alias("_opens")
-    )
-    union = pl.DataFrame(
-        {
-            START: marked.filter(pl.col("_opens")).get_column(START),
-            END: marked.filter(pl.col("_opens").shift(-1, fill_value=True)).get_column("_reach"),
-        }
-    )
-    length = pl.col(END) - pl.col(START)
-    return union.with_columns((length.cum_sum() - length).alias("_before"))
-
-
 def _union_ns(union: pl.DataFrame) -> int:
     return int(union.select((pl.col(END) - pl.col(START)).sum()).item())
 
@@ -225,7 +185,7 @@ def _busy_by_gpu(busy: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.Data
     # can fail them.
     clip_to_windows(busy.filter(pl.col(END) < pl.col(START)), windows, by=GPU)
     return {
-        gpu: _union(
+        gpu: union_one_unit(
             busy.filter(
                 (pl.col(GPU) == gpu) & (pl.col(END) >= start) & (pl.col(START) <= end)
             ).select(pl.col(START).clip(lower_bound=start), pl.col(END).clip(upper_bound=end))
@@ -332,8 +292,8 @@ def _per_gpu(
         (
             gpu,
             _union_ns(busy[gpu]),
-            _union_ns(_union(own.filter(~pl.col("nccl")).select(START, END))),
-            _union_ns(_union(own.filter(pl.col("nccl")).select(START, END))),
+            _union_ns(union_one_unit(own.filter(~pl.col("nccl")).select(START, END))),
+            _union_ns(union_one_unit(own.filter(pl.col("nccl")).select(START, END))),
             int(own.get_column("duration_ns").sum()),
             own.height,
         )
@@ -637,7 +597,7 @@ def _gpu_side_ordinals(trace: Trace, ranges: pl.DataFrame) -> pl.DataFrame:
 
 
 def _kernel_sequences(kernels: pl.DataFrame) -> pl.DataFrame:
-    ordered = _sorted(
+    ordered = sort_if_needed(
         kernels.select(GPU, "short_name", START, END).drop_nulls([GPU, START, END]),
         GPU,
         START,

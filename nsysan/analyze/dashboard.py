@@ -39,7 +39,7 @@ from typing import Final
 
 import polars as pl
 
-from nsysan.intervals import clip_to_windows
+from nsysan.intervals import clip_to_windows, union_one_unit
 from nsysan.settings import Settings
 
 __all__ = [
@@ -131,29 +131,6 @@ def dashboard_period(windows: pl.DataFrame, configured_ns: int) -> tuple[int, st
     return period, note
 
 
-def _union(intervals: pl.DataFrame) -> pl.DataFrame:
-    """One GPU's intervals merged (overlapping or touching ones merge), sorted by start.
-
-    With ``_before``: the union's time before each interval.
-    """
-    if not intervals.get_column("start_ns").is_sorted():
-        intervals = intervals.sort("start_ns")
-    opens = (pl.col("start_ns") > pl.col("_reach").shift(1)).fill_null(True)
-    marked = intervals.with_columns(pl.col("end_ns").cum_max().alias("_reach")).with_columns(
-        opens.alias("_opens")
-    )
-    union = pl.DataFrame(
-        {
-            "start_ns": marked.filter(pl.col("_opens")).get_column("start_ns"),
-            "end_ns": marked.filter(pl.col("_opens").shift(-1, fill_value=True)).get_column(
-                "_reach"
-            ),
-        }
-    )
-    length = pl.col("end_ns") - pl.col("start_ns")
-    return union.with_columns((length.cum_sum() - length).alias("_before"))
-
-
 def _busy_by_gpu(kernels: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.DataFrame]:
     """Per GPU of ``windows``, the union of its kernels inside its window (``_union``).
 
@@ -164,7 +141,7 @@ def _busy_by_gpu(kernels: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.D
     # rows that can fail them.
     clip_to_windows(kernels.filter(pl.col("end_ns") < pl.col("start_ns")), windows, "gpu")
     return {
-        gpu: _union(
+        gpu: union_one_unit(
             kernels.filter(
                 (pl.col("gpu") == gpu) & (pl.col("end_ns") >= start) & (pl.col("start_ns") <= end)
             ).select(

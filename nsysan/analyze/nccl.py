@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from nsysan.intervals import clip_to_windows
+from nsysan.intervals import clip_to_windows, sort_if_needed, union_one_unit
 
 __all__ = [
     "COLLECTIVES",
@@ -221,48 +221,6 @@ def _with_window(kernels: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     ).drop("window_start_ns", "window_end_ns")
 
 
-def _sorted(df: pl.DataFrame, *by: str) -> pl.DataFrame:
-    """``df`` sorted by the ``by`` columns (nulls first).
-
-    Rows already in that order (the trace's kernel order) cost one check; others one
-    stable one-column sort per column, least significant first, several times faster
-    than one multi-column sort.
-    """
-    in_order = pl.lit(True)
-    for col in reversed(by):
-        this, prev = pl.col(col), pl.col(col).shift(1)
-        after = (this > prev).fill_null(False) | (prev.is_null() & this.is_not_null())
-        in_order = after | (this.eq_missing(prev) & in_order)
-    if df.select(in_order.slice(1).all()).item():
-        return df
-    for col in reversed(by):
-        df = df.sort(col, maintain_order=True)
-    return df
-
-
-def _union(intervals: pl.DataFrame) -> pl.DataFrame:
-    """One GPU's intervals merged (overlapping or touching ones merge), sorted by start.
-
-    With ``_before``: the union's time before each interval.
-    """
-    if not intervals.get_column("start_ns").is_sorted():
-        intervals = intervals.sort("start_ns")
-    opens = (pl.col("start_ns") > pl.col("_reach").shift(1)).fill_null(True)
-    marked = intervals.with_columns(pl.col("end_ns").cum_max().alias("_reach")).with_columns(
-        opens.alias("_opens")
-    )
-    union = pl.DataFrame(
-        {
-            "start_ns": marked.filter(pl.col("_opens")).get_column("start_ns"),
-            "end_ns": marked.filter(pl.col("_opens").shift(-1, fill_value=True)).get_column(
-                "_reach"
-            ),
-        }
-    )
-    length = pl.col("end_ns") - pl.col("start_ns")
-    return union.with_columns((length.cum_sum() - length).alias("_before"))
-
-
 def _length_ns(union: pl.DataFrame) -> int:
     return int(union.select((pl.col("end_ns") - pl.col("start_ns")).sum()).item())
 
@@ -277,7 +235,7 @@ def _unions_in_windows(intervals: pl.DataFrame, windows: pl.DataFrame) -> dict[i
     # rows that can fail them.
     clip_to_windows(intervals.filter(pl.col("end_ns") < pl.col("start_ns")), windows, by="gpu")
     return {
-        gpu: _union(
+        gpu: union_one_unit(
             intervals.filter(
                 (pl.col("gpu") == gpu) & (pl.col("end_ns") >= start) & (pl.col("start_ns") <= end)
             ).select(
@@ -331,7 +289,7 @@ def _time_stats(nccl: pl.DataFrame, compute: dict[int, pl.DataFrame]) -> pl.Data
         # One pass per GPU and collective, never per kernel. Compute time inside the
         # disjoint NCCL union adds up to |NCCL ∩ compute|.
         for collective, group in groups.items():
-            union = _union(group.select("start_ns", "end_ns"))
+            union = union_one_unit(group.select("start_ns", "end_ns"))
             rows.append((gpu, collective, _length_ns(union), _covered_ns(union, compute[gpu])))
     lengths = pl.DataFrame(
         rows,
@@ -378,7 +336,7 @@ def _match_instances(kernels: pl.DataFrame) -> pl.DataFrame:
         .cast(pl.Int64)
         .alias("stream_rank")
     )
-    nccl = _sorted(
+    nccl = sort_if_needed(
         nccl.join(streams.select(*per_stream, "stream_rank", "match_mode"), on=per_stream),
         *("gpu", *_GROUP, "start_ns", "end_ns", *_STREAM, "correlation_id"),
     ).with_columns(
