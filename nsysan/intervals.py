@@ -25,13 +25,16 @@ Definitions (all per group, the group being the values of the ``by`` columns):
   and points do not intersect).
 
 All functions are vectorised (sorts, cumulative maxima, as-of joins), never loop
-over rows in Python, and never modify their inputs.
+over rows in Python, and never modify their inputs. Input already in group and
+start order (a trace's kernels, a union passed on) is not sorted again: one check
+replaces the sort, and the result is the same.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
 __all__ = [
@@ -82,26 +85,26 @@ def _ungrouped(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _sorted_by_group(df: pl.DataFrame, keys: list[str], *cols: str) -> pl.DataFrame:
-    # Stable single-column sorts run several times faster than one multi-column sort
-    # on millions of rows; sorting the least significant column first gives the same
-    # order.
-    for col in reversed(cols):
-        df = df.sort(col, maintain_order=True)
-    return df.sort(keys, maintain_order=True)
+    # A stable sort by keys then cols; rows already in that order are returned as they are.
+    return sort_if_needed(df, *keys, *cols)
 
 
 def _group_changed(keys: list[str]) -> pl.Expr:
     """True on the first row of each group of a table sorted by ``keys``."""
-    return pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys]).fill_null(
-        True
-    )
+    # The first row is marked on its own: a null key equals the shift's missing value.
+    changed = [pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys]
+    return pl.any_horizontal(pl.int_range(pl.len()) == 0, *changed)
 
 
 def _union(df: pl.DataFrame, keys: list[str], start: str, end: str) -> pl.DataFrame:
+    ordered = _sorted_by_group(df, keys, start)
+    # Intervals already apart (a union passed on, kernels that never overlap or touch)
+    # are their own union: one comparison instead of the sweep below.
+    apart = _group_changed(keys) | (pl.col(start) > pl.col(end).shift(1))
+    if ordered.select(apart.all()).item():
+        return ordered.select(*keys, start, end)
     # Ties in start need no order: the running maximum of ends absorbs them.
-    ordered = _sorted_by_group(df, keys, start).with_columns(
-        pl.col(end).cum_max().over(keys).alias("_reach")
-    )
+    ordered = ordered.with_columns(pl.col(end).cum_max().over(keys).alias("_reach"))
     ordered = ordered.with_columns(
         (_group_changed(keys) | (pl.col(start) > pl.col("_reach").shift(1))).alias("_opens")
     ).with_columns(pl.col("_opens").shift(-1, fill_value=True).alias("_closes"))
@@ -145,6 +148,53 @@ def _windows_checked(
     return w
 
 
+def _with_windows(
+    iv: pl.DataFrame, w: pl.DataFrame, keys: list[str], window_start: str, window_end: str
+) -> pl.DataFrame:
+    """``iv`` with its group's window bounds appended: an inner join on ``keys``.
+
+    When both tables are in key order (one run of rows per GPU, as the trace's
+    kernels come) the runs are matched instead of every row: the join's rows in the
+    join's order, without hashing millions of keys.
+    """
+    if _runs_can_match(iv, w, keys, window_start, window_end) and (
+        _in_order(w, keys) and _in_order(iv, keys)
+    ):
+        return _with_windows_of_runs(iv, w, keys, window_start, window_end)
+    return iv.join(w, on=keys, how="inner")
+
+
+def _runs_can_match(
+    iv: pl.DataFrame, w: pl.DataFrame, keys: list[str], window_start: str, window_end: str
+) -> bool:
+    return all(iv.schema[k] == w.schema[k] for k in keys) and all(
+        w.schema[c].is_integer() and c not in iv.columns for c in (window_start, window_end)
+    )
+
+
+def _with_windows_of_runs(
+    iv: pl.DataFrame, w: pl.DataFrame, keys: list[str], window_start: str, window_end: str
+) -> pl.DataFrame:
+    """``iv`` (in key order) with its group's window bounds; rows without a window dropped."""
+    firsts = iv.select(_group_changed(keys).arg_true()).to_series().to_numpy()
+    runs = iv.select(pl.col(keys).gather(firsts)).join(
+        w, on=keys, how="left", maintain_order="left"
+    )
+    rows_per_run = np.diff(firsts, append=iv.height)
+    out = iv.with_columns(
+        pl.Series(
+            col,
+            np.repeat(runs.get_column(col).fill_null(0).to_numpy(), rows_per_run),
+            dtype=w.schema[col],
+        )
+        for col in (window_start, window_end)
+    )
+    has_window = runs.get_column(window_start).is_not_null().to_numpy()
+    if not has_window.all():
+        out = out.filter(pl.Series(np.repeat(has_window, rows_per_run)))
+    return out
+
+
 def _clip(
     iv: pl.DataFrame,
     w: pl.DataFrame,
@@ -154,14 +204,20 @@ def _clip(
     window_start: str,
     window_end: str,
 ) -> pl.DataFrame:
-    return (
-        iv.join(w, on=keys, how="inner")
-        .filter((pl.col(end) >= pl.col(window_start)) & (pl.col(start) <= pl.col(window_end)))
-        .select(
-            *keys,
-            pl.max_horizontal(start, window_start).alias(start),
-            pl.min_horizontal(end, window_end).alias(end),
-        )
+    return _clipped(
+        _with_windows(iv, w, keys, window_start, window_end), start, end, window_start, window_end
+    ).select(*keys, start, end)
+
+
+def _clipped(
+    bounded: pl.DataFrame, start: str, end: str, window_start: str, window_end: str
+) -> pl.DataFrame:
+    """The rows of ``bounded`` (intervals with their window) that reach their window, clipped."""
+    return bounded.filter(
+        (pl.col(end) >= pl.col(window_start)) & (pl.col(start) <= pl.col(window_end))
+    ).with_columns(
+        pl.max_horizontal(start, window_start).alias(start),
+        pl.min_horizontal(end, window_end).alias(end),
     )
 
 
@@ -208,6 +264,11 @@ def complement_in(
     w = _windows_checked(windows, by_cols, window_start, window_end)
     iv, keys = _grouped(iv, by_cols)
     w, _ = _grouped(w, by_cols)
+    bounds = {iv.schema[start], iv.schema[end], w.schema[window_start], w.schema[window_end]}
+    one_integer_type = len(bounds) == 1 and bounds.pop().is_integer()
+    if one_integer_type and _runs_can_match(iv, w, keys, window_start, window_end):
+        gaps = _gaps_in_order(iv, w, keys, start, end, window_start, window_end)
+        return _ungrouped(gaps)
     clipped = _clip(iv, w, keys, start, end, window_start, window_end)
     # Points at both window edges make the leading and trailing gaps ordinary
     # "between two intervals" gaps.
@@ -224,6 +285,102 @@ def complement_in(
         *keys, pl.col("_reach").alias(start), pl.col(start).alias(end)
     )
     return _ungrouped(gaps)
+
+
+def _gaps_in_order(
+    iv: pl.DataFrame,
+    w: pl.DataFrame,
+    keys: list[str],
+    start: str,
+    end: str,
+    window_start: str,
+    window_end: str,
+) -> pl.DataFrame:
+    """:func:`complement_in` in one sweep over the intervals in group and start order.
+
+    Within a group, an interval opens a gap when it starts after the furthest end
+    before it (the window start, for the group's first); the group's furthest end
+    leaves one up to the window end. Windows then matter only at each group's edges,
+    so they are looked up once per group, not per interval, unless some interval
+    sticks out of its window and must be clipped first. Bounds share one integer
+    type, keys their types.
+    """
+    ordered = _sorted_by_group(iv, keys, start)
+    sweep = _Sweep(ordered, w, keys, start, end, window_start, window_end)
+    if not sweep.inside:
+        ordered = _clipped(
+            _with_windows_of_runs(ordered, w, keys, window_start, window_end),
+            start,
+            end,
+            window_start,
+            window_end,
+        ).select(*keys, start, end)
+        sweep = _Sweep(ordered, w, keys, start, end, window_start, window_end)
+    runs = sweep.runs
+    before = sweep.reach.shift(1).scatter(sweep.firsts, runs.get_column(window_start))
+    # A group's last gap runs from its furthest end to its window's end. It goes after
+    # the gap before the group's last row: positions 2 row + 1 and 2 row.
+    trailing = (
+        runs.with_columns(
+            sweep.reach.gather(sweep.lasts).alias(start),
+            pl.Series("_pos", 2 * sweep.lasts.astype(np.int64) + 1),
+        )
+        .filter(pl.col(window_end) > pl.col(start))
+        .select(*keys, start, pl.col(window_end).alias(end), "_pos")
+    )
+    position = [] if trailing.is_empty() else [(2 * pl.int_range(pl.len())).alias("_pos")]
+    gaps = ordered.select(*keys, before.alias(start), pl.col(start).alias(end), *position).filter(
+        pl.col(end) > pl.col(start)
+    )
+    if position:
+        gaps = gaps.merge_sorted(trailing, "_pos").drop("_pos")
+    # A window without intervals is one gap; it joins the others in group order.
+    idle = (
+        w.join(runs.select(keys), on=keys, how="anti")
+        .filter(pl.col(window_end) > pl.col(window_start))
+        .select(*keys, pl.col(window_start).alias(start), pl.col(window_end).alias(end))
+    )
+    if idle.is_empty():
+        return gaps
+    return sort_if_needed(pl.concat([gaps, idle]), *keys)
+
+
+class _Sweep:
+    """The groups of intervals sorted by group and start, with their windows.
+
+    ``firsts``/``lasts``: row numbers of each group's first and last interval;
+    ``runs``: one row per group (keys and window bounds, null without a window);
+    ``reach``: per row, the furthest end so far in its group; ``inside``: whether
+    every group has a window that holds all its intervals.
+    """
+
+    def __init__(
+        self,
+        ordered: pl.DataFrame,
+        w: pl.DataFrame,
+        keys: list[str],
+        start: str,
+        end: str,
+        window_start: str,
+        window_end: str,
+    ) -> None:
+        first = _group_changed(keys)
+        # The furthest end so far is the end itself when intervals are already apart
+        # (a union, such as busy time).
+        apart = ordered.select((first | (pl.col(start) > pl.col(end).shift(1))).all()).item()
+        reach = pl.col(end) if apart else pl.col(end).cum_max().over(keys)
+        self.reach = ordered.select(reach).to_series()
+        self.firsts = ordered.select(first.arg_true()).to_series().to_numpy()
+        self.lasts = np.append(self.firsts[1:] - 1, ordered.height - 1)[: self.firsts.size]
+        self.runs = ordered.select(pl.col(keys).gather(self.firsts)).join(
+            w, on=keys, how="left", maintain_order="left"
+        )
+        held = self.runs.select(
+            pl.col(window_start).is_not_null().all()
+            & (ordered.get_column(start).gather(self.firsts) >= pl.col(window_start)).all()
+            & (self.reach.gather(self.lasts) <= pl.col(window_end)).all()
+        )
+        self.inside = bool(held.item())
 
 
 def intersect_intervals(
@@ -321,6 +478,16 @@ def overlap_with(
     return a.with_columns(overlap.cast(a.schema[start]).alias(name))
 
 
+def _in_order(df: pl.DataFrame, by: Sequence[str]) -> bool:
+    """Whether ``df.sort(by, maintain_order=True)`` would leave ``df`` as it is (nulls first)."""
+    in_order = pl.lit(True)
+    for col in reversed(by):
+        this, prev = pl.col(col), pl.col(col).shift(1)
+        after = (this > prev).fill_null(False) | (prev.is_null() & this.is_not_null())
+        in_order = after | (this.eq_missing(prev) & in_order)
+    return bool(df.select(in_order.slice(1).all()).item())
+
+
 def sort_if_needed(df: pl.DataFrame, *by: str) -> pl.DataFrame:
     """``df`` sorted by the ``by`` columns (nulls first).
 
@@ -328,12 +495,7 @@ def sort_if_needed(df: pl.DataFrame, *by: str) -> pl.DataFrame:
     stable one-column sort per column, least significant first, several times faster
     than one multi-column sort.
     """
-    in_order = pl.lit(True)
-    for col in reversed(by):
-        this, prev = pl.col(col), pl.col(col).shift(1)
-        after = (this > prev).fill_null(False) | (prev.is_null() & this.is_not_null())
-        in_order = after | (this.eq_missing(prev) & in_order)
-    if df.select(in_order.slice(1).all()).item():
+    if _in_order(df, by):
         return df
     for col in reversed(by):
         df = df.sort(col, maintain_order=True)
@@ -349,6 +511,12 @@ def union_one_unit(intervals: pl.DataFrame) -> pl.DataFrame:
     """
     if not intervals.get_column(START).is_sorted():
         intervals = intervals.sort(START)
+    length = pl.col(END) - pl.col(START)
+    no_nulls = not intervals.select(START, END).null_count().sum_horizontal().item()
+    apart = (pl.col(START) > pl.col(END).shift(1)).slice(1).all()
+    if no_nulls and intervals.select(apart).item():
+        # Already disjoint (a union passed on): its own union.
+        return intervals.select(START, END, (length.cum_sum() - length).alias("_before"))
     opens = (pl.col(START) > pl.col("_reach").shift(1)).fill_null(True)
     marked = intervals.with_columns(pl.col(END).cum_max().alias("_reach")).with_columns(
         opens.alias("_opens")
@@ -359,5 +527,4 @@ def union_one_unit(intervals: pl.DataFrame) -> pl.DataFrame:
             END: marked.filter(pl.col("_opens").shift(-1, fill_value=True)).get_column("_reach"),
         }
     )
-    length = pl.col(END) - pl.col(START)
     return union.with_columns((length.cum_sum() - length).alias("_before"))

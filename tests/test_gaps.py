@@ -4,11 +4,27 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_window import make_trace
 
-from nsysan.analyze.busy import measure_busy, nvidia_gpu_time_util, nvidia_operations
-from nsysan.analyze.gaps import GAP_BUCKET_LABELS, measure_gaps, nvidia_gpu_gaps
+from nsysan.analyze.busy import (
+    BusyResult,
+    measure_busy,
+    nvidia_gpu_time_util,
+    nvidia_operations,
+)
+from nsysan.analyze.gaps import (
+    GAP_BUCKET_EDGES_NS,
+    GAP_BUCKET_LABELS,
+    _buckets,
+    measure_gaps,
+    nvidia_gpu_gaps,
+)
+from nsysan.errors import SettingsError
+from nsysan.intervals import clip_to_windows, complement_in, union_intervals
 from nsysan.settings import Settings, WindowSpec
+from nsysan.window import gpu_operations
 
 FLUSH = "CUDA profiling data flush overhead"
 
@@ -169,3 +185,102 @@ def test_trace_without_gpu_work_gives_empty_results() -> None:
     assert busy.summary.is_empty() and gaps.gaps.is_empty() and gaps.distribution.is_empty()
     assert nvidia_gpu_gaps(nvidia_operations(make_trace()), 0).is_empty()
     assert nvidia_gpu_time_util(nvidia_operations(make_trace())).is_empty()
+
+
+# --- the faster busy/gaps equal the previous implementation ------------------------------
+
+
+def _reference_distribution(
+    gaps: pl.DataFrame, units: pl.DataFrame, keys: list[str]
+) -> pl.DataFrame:
+    bucket = pl.sum_horizontal(
+        [(pl.col("duration_ns") >= edge).cast(pl.Int32) for edge in GAP_BUCKET_EDGES_NS]
+    ).cast(pl.Int32)
+    counted = (
+        gaps.with_columns(bucket.alias("bucket"))
+        .group_by(*keys, "bucket")
+        .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("duration_ns").sum().alias("total_ns"))
+    )
+    return (
+        units.select(keys)
+        .unique()
+        .join(_buckets(), how="cross")
+        .join(counted, on=[*keys, "bucket"], how="left")
+        .with_columns(pl.col("count").fill_null(0), pl.col("total_ns").fill_null(0))
+        .sort(*keys, "bucket")
+    )
+
+
+def _reference_gaps(busy: BusyResult) -> tuple[pl.DataFrame, pl.DataFrame]:
+    keys = list(busy.keys)
+    gaps = complement_in(busy.intervals, busy.summary, keys).with_columns(
+        (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns")
+    )
+    per_unit = gaps.group_by(keys).agg(
+        pl.col("duration_ns").sum().alias("gap_ns"), pl.len().cast(pl.Int64).alias("gap_count")
+    )
+    table = (
+        busy.summary.select(*keys, "window_ns", "busy_ns", "kernel_active_share")
+        .join(per_unit, on=keys, how="left")
+        .with_columns(pl.col("gap_ns").fill_null(0), pl.col("gap_count").fill_null(0))
+        .with_columns(
+            pl.when(pl.col("window_ns") > 0)
+            .then(pl.col("gap_ns") / pl.col("window_ns"))
+            .alias("gap_share")
+        )
+        .select(
+            *keys, "window_ns", "busy_ns", "gap_ns", "gap_count", "gap_share", "kernel_active_share"
+        )
+        .sort(keys)
+    )
+    return gaps.sort(*keys, "start_ns"), table
+
+
+kernel_rows = st.lists(
+    st.tuples(
+        st.integers(0, 2),
+        st.integers(0, 20_000_000_000),
+        st.sampled_from([0, 1, 500, 5_000, 2_000_000]),
+    ),
+    min_size=1,
+    max_size=30,
+)
+window_specs = st.sampled_from(
+    [
+        WindowSpec(),
+        WindowSpec(kind="common"),
+        WindowSpec(kind="explicit", start_ns=1_000_000_000, end_ns=15_000_000_000),
+        WindowSpec(kind="explicit", start_ns=0),
+        WindowSpec(skip_warmup_ns=1),
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kernel_rows, window_specs, st.booleans())
+def test_busy_and_gaps_match_the_reference_implementation(
+    rows: list[tuple[int, int, int]], spec: WindowSpec, in_order: bool
+) -> None:
+    if in_order:
+        rows = sorted(rows)
+    trace = make_trace(
+        kernels=[
+            {"gpu": g, "start_ns": s, "end_ns": s + d, "stream_id": i}
+            for i, (g, s, d) in enumerate(rows)
+        ]
+    )
+    try:
+        busy, gaps = gaps_of(trace, window=spec)
+    except SettingsError:
+        return
+    windows = busy.windows
+    expected_busy = union_intervals(
+        clip_to_windows(gpu_operations(trace, "kernels"), windows, "gpu"), "gpu"
+    )
+    assert busy.intervals.equals(expected_busy) and busy.intervals.schema == expected_busy.schema
+    expected_gaps, expected_summary = _reference_gaps(busy)
+    assert gaps.gaps.equals(expected_gaps) and gaps.gaps.schema == expected_gaps.schema
+    assert gaps.summary.equals(expected_summary) and gaps.summary.schema == expected_summary.schema
+    expected_distribution = _reference_distribution(gaps.gaps, busy.summary, ["gpu"])
+    assert gaps.distribution.equals(expected_distribution)
+    assert gaps.distribution.schema == expected_distribution.schema

@@ -17,6 +17,7 @@ from nsysan.intervals import (
     overlap_with,
     total_length,
     union_intervals,
+    union_one_unit,
 )
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -294,3 +295,209 @@ def test_five_million_intervals_are_fast() -> None:
     elapsed = time.perf_counter() - t0
     # A guard against row loops or quadratic joins, with room for a loaded 2-core box.
     assert elapsed < 10.0, f"union + complement of 5M intervals took {elapsed:.1f}s"
+
+
+# --- the sorted fast paths equal the previous implementation ------------------------------
+#
+# ``_reference_*`` are the implementations before the fast paths (sort every time,
+# hash-join every row): results must stay identical, row order and dtypes included.
+
+
+def _reference_sorted(df: pl.DataFrame, keys: list[str], col: str) -> pl.DataFrame:
+    return df.sort(col, maintain_order=True).sort(keys, maintain_order=True)
+
+
+def _reference_changed(keys: list[str]) -> pl.Expr:
+    return pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys]).fill_null(
+        True
+    )
+
+
+def _reference_union(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    df = df.select(*keys, "start_ns", "end_ns").drop_nulls(["start_ns", "end_ns"])
+    ordered = _reference_sorted(df, keys, "start_ns").with_columns(
+        pl.col("end_ns").cum_max().over(keys).alias("_reach")
+    )
+    ordered = ordered.with_columns(
+        (_reference_changed(keys) | (pl.col("start_ns") > pl.col("_reach").shift(1))).alias(
+            "_opens"
+        )
+    ).with_columns(pl.col("_opens").shift(-1, fill_value=True).alias("_closes"))
+    starts = ordered.filter(pl.col("_opens")).select(*keys, "start_ns")
+    ends = ordered.filter(pl.col("_closes")).select(pl.col("_reach").alias("end_ns"))
+    return pl.concat([starts, ends], how="horizontal")
+
+
+def _reference_clip(iv: pl.DataFrame, w: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    iv = iv.select(*keys, "start_ns", "end_ns").drop_nulls(["start_ns", "end_ns"])
+    return (
+        iv.join(w, on=keys, how="inner")
+        .filter(
+            (pl.col("end_ns") >= pl.col("window_start_ns"))
+            & (pl.col("start_ns") <= pl.col("window_end_ns"))
+        )
+        .select(
+            *keys,
+            pl.max_horizontal("start_ns", "window_start_ns").alias("start_ns"),
+            pl.min_horizontal("end_ns", "window_end_ns").alias("end_ns"),
+        )
+    )
+
+
+def _reference_complement(iv: pl.DataFrame, w: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    clipped = _reference_clip(iv, w, keys)
+    edges = pl.concat(
+        [
+            w.select(*keys, pl.col(c).alias("start_ns"), pl.col(c).alias("end_ns"))
+            for c in ("window_start_ns", "window_end_ns")
+        ]
+    ).cast(clipped.schema)  # type: ignore[arg-type]
+    ordered = _reference_sorted(pl.concat([clipped, edges]), keys, "start_ns").with_columns(
+        pl.col("end_ns").cum_max().over(keys).shift(1).alias("_reach")
+    )
+    return ordered.filter(
+        ~_reference_changed(keys) & (pl.col("start_ns") > pl.col("_reach"))
+    ).select(*keys, pl.col("_reach").alias("start_ns"), pl.col("start_ns").alias("end_ns"))
+
+
+def _reference_union_one_unit(intervals: pl.DataFrame) -> pl.DataFrame:
+    if not intervals.get_column("start_ns").is_sorted():
+        intervals = intervals.sort("start_ns")
+    opens = (pl.col("start_ns") > pl.col("_reach").shift(1)).fill_null(True)
+    marked = intervals.with_columns(pl.col("end_ns").cum_max().alias("_reach")).with_columns(
+        opens.alias("_opens")
+    )
+    union = pl.DataFrame(
+        {
+            "start_ns": marked.filter(pl.col("_opens")).get_column("start_ns"),
+            "end_ns": marked.filter(pl.col("_opens").shift(-1, fill_value=True)).get_column(
+                "_reach"
+            ),
+        }
+    )
+    length = pl.col("end_ns") - pl.col("start_ns")
+    return union.with_columns((length.cum_sum() - length).alias("_before"))
+
+
+def _identical(got: pl.DataFrame, expected: pl.DataFrame) -> None:
+    assert got.schema == expected.schema
+    assert got.equals(expected), (got, expected)
+
+
+# Groups may be null; some windows have no intervals, some intervals no window.
+nullable_interval = st.tuples(
+    st.one_of(st.none(), st.integers(0, 2)),
+    st.integers(0, 40),
+    st.one_of(st.just(0), st.integers(0, 12)),
+).map(lambda t: (t[0], t[1], t[1] + t[2]))
+nullable_windows = st.dictionaries(
+    st.one_of(st.none(), st.integers(0, 3)),
+    st.tuples(st.integers(0, 30), st.integers(0, 30)).map(lambda t: (t[0], t[0] + t[1])),
+    min_size=1,
+    max_size=5,
+)
+
+
+def _in_group_order(df: pl.DataFrame) -> pl.DataFrame:
+    return df.sort("g", "start_ns", "end_ns", nulls_last=False)
+
+
+@PROPERTY
+@given(
+    st.lists(nullable_interval, max_size=30),
+    nullable_windows,
+    st.randoms(use_true_random=False),
+)
+def test_sorted_and_unsorted_input_match_the_reference(
+    rows: Rows, wins: dict[int, tuple[int, int]], rnd: object
+) -> None:
+    shuffled = list(rows)
+    rnd.shuffle(shuffled)  # type: ignore[attr-defined]
+    w = windows_frame(wins)  # type: ignore[arg-type]
+    for iv in (frame(shuffled), _in_group_order(frame(rows))):
+        # The previous union failed on null groups (it never marked their first row).
+        keyed = iv.filter(pl.col("g").is_not_null())
+        _identical(union_intervals(keyed, "g"), _reference_union(keyed, ["g"]))
+        _identical(complement_in(iv, w, "g"), _reference_complement(iv, w, ["g"]))
+        for win in (w, w.sort("g"), w.sort("g", descending=True)):
+            _identical(clip_to_windows(iv, win, "g"), _reference_clip(iv, win, ["g"]))
+    ordered = _in_group_order(frame(rows))
+    assert union_intervals(ordered, "g").equals(union_intervals(frame(shuffled), "g"))
+    assert complement_in(ordered, w, "g").equals(complement_in(frame(shuffled), w, "g"))
+
+
+@PROPERTY
+@given(interval_sets, windows_st)
+def test_other_integer_types_and_mixed_types_match_the_reference(
+    rows: Rows, wins: dict[int, tuple[int, int]]
+) -> None:
+    iv = _in_group_order(frame(rows))
+    w = windows_frame(wins)
+    narrow = iv.cast({"start_ns": pl.Int32, "end_ns": pl.Int32})
+    narrow_w = w.cast({"window_start_ns": pl.Int32, "window_end_ns": pl.Int32})
+    for a, b in ((narrow, narrow_w), (narrow, w), (iv, narrow_w)):
+        _identical(complement_in(a, b, "g"), _reference_complement(a, b, ["g"]))
+        _identical(clip_to_windows(a, b, "g"), _reference_clip(a, b, ["g"]))
+        _identical(union_intervals(a, "g"), _reference_union(a, ["g"]))
+
+
+@PROPERTY
+@given(interval_sets)
+def test_union_of_already_disjoint_intervals_is_themselves(rows: Rows) -> None:
+    once = union_intervals(frame(rows), "g")
+    _identical(union_intervals(once, "g"), _reference_union(once, ["g"]))
+    ungrouped = once.drop("g").with_columns(pl.lit(0, pl.Int8).alias("_all"))
+    _identical(union_intervals(once.drop("g")), _reference_union(ungrouped, ["_all"]).drop("_all"))
+
+
+@PROPERTY
+@given(interval_sets, st.randoms(use_true_random=False))
+def test_union_one_unit_matches_the_reference(rows: Rows, rnd: object) -> None:
+    one = [(0, s, e) for _, s, e in rows]
+    rnd.shuffle(one)  # type: ignore[attr-defined]
+    for iv in (frame(one), _in_group_order(frame(one))):
+        iv = iv.select("start_ns", "end_ns")
+        _identical(union_one_unit(iv), _reference_union_one_unit(iv))
+        disjoint = union_one_unit(iv).select("start_ns", "end_ns")
+        _identical(union_one_unit(disjoint), _reference_union_one_unit(disjoint))
+
+
+def test_union_one_unit_with_null_bounds_matches_the_reference() -> None:
+    iv = pl.DataFrame({"start_ns": [0, 12, 15], "end_ns": [10, None, 20]})
+    _identical(union_one_unit(iv), _reference_union_one_unit(iv))
+
+
+def test_multiple_and_string_keys_match_the_reference() -> None:
+    iv = pl.DataFrame(
+        {
+            "host": ["a", "a", "a", "b", "b", None],
+            "dev": [0, 0, 1, 0, 0, 0],
+            "start_ns": [0, 3, 1, 5, 9, 0],
+            "end_ns": [2, 4, 8, 6, 20, 5],
+        }
+    )
+    w = pl.DataFrame(
+        {
+            "host": ["b", "a", "a", "c", None],
+            "dev": [0, 1, 0, 0, 0],
+            "window_start_ns": [0, 0, 1, 2, 0],
+            "window_end_ns": [30, 5, 10, 7, 9],
+        }
+    )
+    keys = ["host", "dev"]
+    for df in (iv, iv.sort([*keys, "start_ns"], nulls_last=False)):
+        _identical(complement_in(df, w, keys), _reference_complement(df, w, keys))
+        _identical(union_intervals(df, keys), _reference_union(df, keys))
+        for win in (w, w.sort(keys, nulls_last=False)):
+            _identical(clip_to_windows(df, win, keys), _reference_clip(df, win, keys))
+
+
+def test_null_groups_are_groups_of_their_own() -> None:
+    iv = pl.DataFrame(
+        {"g": [None, None, 1, None], "start_ns": [0, 3, 0, 10], "end_ns": [5, 8, 2, 10]},
+        schema={"g": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64},
+    )
+    assert union_intervals(iv, "g").rows() == [(None, 0, 8), (None, 10, 10), (1, 0, 2)]
+    w = windows_frame({1: (0, 6)})
+    assert clip_to_windows(iv, w, "g").rows() == [(1, 0, 2)]
+    assert complement_in(iv, w, "g").rows() == [(1, 2, 6)]

@@ -128,9 +128,11 @@ def nvidia_operations(trace: Trace) -> pl.DataFrame:
 def _summary(
     windows: pl.DataFrame, busy: pl.DataFrame, kernel: pl.DataFrame, keys: list[str]
 ) -> pl.DataFrame:
-    def length(df: pl.DataFrame, name: str) -> pl.DataFrame:
-        return df.group_by(keys).agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias(name))
+    def length(df: pl.DataFrame) -> pl.DataFrame:
+        return df.group_by(keys).agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("_ns"))
 
+    busy_ns = length(busy)
+    kernel_ns = busy_ns if kernel is busy else length(kernel)
     window_ns = pl.col("window_end_ns") - pl.col("window_start_ns")
 
     def share(col: str) -> pl.Expr:
@@ -138,8 +140,8 @@ def _summary(
 
     return (
         windows.with_columns(window_ns.alias("window_ns"))
-        .join(length(busy, "busy_ns"), on=keys, how="left")
-        .join(length(kernel, "kernel_ns"), on=keys, how="left")
+        .join(busy_ns.rename({"_ns": "busy_ns"}), on=keys, how="left")
+        .join(kernel_ns.rename({"_ns": "kernel_ns"}), on=keys, how="left")
         .with_columns(pl.col("busy_ns").fill_null(0), pl.col("kernel_ns").fill_null(0))
         .with_columns(
             share("busy_ns").alias("busy_share"),
@@ -160,8 +162,13 @@ def measure_busy(trace: Trace, settings: Settings) -> BusyResult:
         windows = resolve_process_windows(trace, settings.window, mode)
         ops = nvidia_operations(trace)
 
+    # Windows from each GPU's own first and last kernel (or the span of all GPUs)
+    # hold every kernel: clipping to them would change nothing.
+    spec = settings.window
+    holds_all = mode == "kernels" and spec.kind in ("per_gpu", "common") and not spec.skip_warmup_ns
+
     def busy_of(df: pl.DataFrame) -> pl.DataFrame:
-        return union_intervals(clip_to_windows(df, windows, keys), keys)
+        return union_intervals(df if holds_all else clip_to_windows(df, windows, keys), keys)
 
     busy = busy_of(ops)
     kernel = busy if mode == "kernels" else busy_of(ops.filter(pl.col("kind") == "kernel"))

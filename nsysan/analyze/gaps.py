@@ -92,16 +92,36 @@ def _buckets() -> pl.DataFrame:
     )
 
 
-def gap_distribution(gaps: pl.DataFrame, units: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
-    """Count and total time of ``gaps`` per size bucket for every unit in ``units``, zeros kept."""
-    keys = list(keys)
-    bucket = pl.sum_horizontal(
-        [(pl.col("duration_ns") >= edge).cast(pl.Int32) for edge in GAP_BUCKET_EDGES_NS]
-    ).cast(pl.Int32)
-    counted = (
-        gaps.with_columns(bucket.alias("bucket"))
-        .group_by(*keys, "bucket")
-        .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("duration_ns").sum().alias("total_ns"))
+def _at_least(gaps: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Per unit, count (``_n{b}``) and total time (``_t{b}``) of the gaps in bucket ``b`` or above.
+
+    One pass per unit instead of a group per (unit, bucket): bucket ``b`` holds
+    ``_n{b} - _n{b+1}`` gaps. ``_n0``/``_t0`` are all the unit's gaps.
+    """
+    duration = pl.col("duration_ns")
+    reaches = [duration >= edge for edge in GAP_BUCKET_EDGES_NS]
+    return gaps.group_by(keys).agg(
+        pl.len().cast(pl.Int64).alias("_n0"),
+        duration.sum().alias("_t0"),
+        *(r.sum().cast(pl.Int64).alias(f"_n{b}") for b, r in enumerate(reaches, 1)),
+        *(duration.filter(r).sum().alias(f"_t{b}") for b, r in enumerate(reaches, 1)),
+    )
+
+
+def _distribution(at_least: pl.DataFrame, units: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    last = len(GAP_BUCKET_LABELS) - 1
+
+    def above(col: str, b: int) -> pl.Expr:
+        return pl.col(f"{col}{b + 1}") if b < last else pl.lit(0, pl.Int64)
+
+    counted = pl.concat(
+        at_least.select(
+            *keys,
+            pl.lit(b, pl.Int32).alias("bucket"),
+            (pl.col(f"_n{b}") - above("_n", b)).alias("count"),
+            (pl.col(f"_t{b}") - above("_t", b)).alias("total_ns"),
+        )
+        for b in range(last + 1)
     )
     return (
         units.select(keys)
@@ -113,6 +133,12 @@ def gap_distribution(gaps: pl.DataFrame, units: pl.DataFrame, keys: Sequence[str
     )
 
 
+def gap_distribution(gaps: pl.DataFrame, units: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
+    """Count and total time of ``gaps`` per size bucket for every unit in ``units``, zeros kept."""
+    keys = list(keys)
+    return _distribution(_at_least(gaps, keys), units, keys)
+
+
 def measure_gaps(busy: pl.DataFrame, summary: pl.DataFrame, keys: Sequence[str]) -> GapsResult:
     """Gaps from the busy intervals and windows of :func:`nsysan.analyze.busy.measure_busy`.
 
@@ -120,11 +146,13 @@ def measure_gaps(busy: pl.DataFrame, summary: pl.DataFrame, keys: Sequence[str])
     (keys, window bounds, ``window_ns``, ``busy_ns``, ``kernel_active_share``).
     """
     keys = list(keys)
+    # complement_in lists the gaps by unit and start already.
     gaps = complement_in(busy, summary, keys).with_columns(
         (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns")
     )
-    per_unit = gaps.group_by(keys).agg(
-        pl.col("duration_ns").sum().alias("gap_ns"), pl.len().cast(pl.Int64).alias("gap_count")
+    at_least = _at_least(gaps, keys)
+    per_unit = at_least.select(
+        *keys, pl.col("_t0").alias("gap_ns"), pl.col("_n0").alias("gap_count")
     )
     table = (
         summary.select(*keys, "window_ns", "busy_ns", "kernel_active_share")
@@ -148,9 +176,9 @@ def measure_gaps(busy: pl.DataFrame, summary: pl.DataFrame, keys: Sequence[str])
     )
     return GapsResult(
         keys=tuple(keys),
-        gaps=gaps.sort(*keys, "start_ns"),
+        gaps=gaps,
         summary=table,
-        distribution=gap_distribution(gaps, summary, keys),
+        distribution=_distribution(at_least, summary, keys),
     )
 
 
