@@ -286,6 +286,40 @@ def test_matches_the_reference_implementation(
     assert result.timeline_spread_share == timeline_spread
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    spans=st.lists(
+        st.tuples(st.integers(0, 1), st.integers(-500, 10_000), st.integers(0, 2_000)),
+        max_size=40,
+    ),
+    bounds=st.lists(
+        st.tuples(st.integers(0, 3_000), st.integers(1, 12_000)), min_size=2, max_size=2
+    ),
+    period=st.integers(1, 3_000),
+    points=st.lists(st.tuples(st.integers(0, 1), st.integers(-500, 12_000)), max_size=5),
+)
+def test_two_gpus_match_the_reference_implementation(
+    spans: list[tuple[int, int, int]],
+    bounds: list[tuple[int, int]],
+    period: int,
+    points: list[tuple[int, int]],
+) -> None:
+    # Two measured GPUs take the "either busy" shortcut for the timeline spread;
+    # zero-length kernels must change nothing.
+    kernels = _kernels([(g, s, s + d) for g, s, d in spans] + [(g, t, t) for g, t in points])
+    windows = _windows(*[(g, start, start + length) for g, (start, length) in enumerate(bounds)])
+    result = measure_dashboard(kernels, windows, Settings(dashboard_period_ns=period))
+    periods, timeline_spread = _reference(kernels, windows, result.period_ns)
+    got = result.periods.select(
+        "gpu",
+        pl.col("period_start_ns").alias("start_ns"),
+        pl.col("period_end_ns").alias("end_ns"),
+        "busy_ns",
+    )
+    assert got.rows() == periods.rows()
+    assert result.timeline_spread_share == timeline_spread
+
+
 # --- real trace ---------------------------------------------------------------------------
 
 

@@ -347,7 +347,10 @@ def _reference(gaps: pl.DataFrame, windows: pl.DataFrame) -> dict[str, pl.DataFr
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_scenes())
 def test_matches_the_reference_implementation(scene: tuple[pl.DataFrame, pl.DataFrame]) -> None:
-    gaps, windows = scene
+    _assert_matches_the_reference(*scene)
+
+
+def _assert_matches_the_reference(gaps: pl.DataFrame, windows: pl.DataFrame) -> None:
     r = measure_stagger(gaps, windows)
     ref = _reference(gaps, windows)
     assert_frame_equal(r.gaps, ref["gaps"])
@@ -366,6 +369,32 @@ def test_matches_the_reference_implementation(scene: tuple[pl.DataFrame, pl.Data
     assert r.idle_count.select("idle_gpus", "observed_ns").rows() == [
         (k, observed.get(k, 0)) for k in r.idle_count.get_column("idle_gpus")
     ]
+
+
+@st.composite
+def _touching_scenes(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Gaps that touch, have length 0, or cross window edges, in any row order."""
+    count = draw(st.integers(1, 4))
+    windows, rows = [], []
+    for gpu in range(count):
+        start = draw(st.integers(0, 50))
+        windows.append((start, start + draw(st.integers(0, 100))))
+        at = draw(st.integers(-10, 40))
+        for step, length in draw(
+            st.lists(st.tuples(st.integers(0, 15), st.integers(0, 20)), max_size=10)
+        ):
+            rows.append((gpu, at + step, at + step + length))
+            at += step + length
+    order = draw(st.permutations(range(len(rows))))
+    return _gaps(*[rows[i] for i in order]), _windows(*windows)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_touching_scenes())
+def test_touching_and_empty_gaps_match_the_reference(
+    scene: tuple[pl.DataFrame, pl.DataFrame],
+) -> None:
+    _assert_matches_the_reference(*scene)
 
 
 # --- the real 8-rank job ----------------------------------------------------------------

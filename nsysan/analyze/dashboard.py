@@ -30,16 +30,22 @@ Definition (docs/metrics/dashboard.md):
   ``sm_active_share`` are the window means of "GR Active" (the graphics/compute
   engine has work; DCGM's graphics engine activity) and "SM Active" (share of SMs
   with a warp resident) from :mod:`nsysan.analyze.contention`.
+
+Method: each GPU's kernel union is a pair of sorted numpy arrays; busy time inside a
+period is a difference of cumulative busy time looked up by binary search. The
+timeline spread of two GPUs is ``2 * |either busy| - |one| - |other|`` (one merge
+of their unions by start); with more GPUs, a sweep counts the busy GPUs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from functools import cached_property
 
+import numpy as np
 import polars as pl
 
-from nsysan.intervals import clip_to_windows, union_one_unit
+from nsysan.intervals import clip_to_windows
 from nsysan.settings import Settings
 
 __all__ = [
@@ -81,11 +87,6 @@ PERIODS_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "util_share": pl.Float64,
     "complete": pl.Boolean,
 }
-
-
-# Plans here are sorts over millions of rows; the in-memory engine runs them faster
-# than the streaming one (polars' default).
-_ENGINE: Final = "in-memory"
 
 
 @dataclass(frozen=True)
@@ -131,96 +132,131 @@ def dashboard_period(windows: pl.DataFrame, configured_ns: int) -> tuple[int, st
     return period, note
 
 
-def _busy_by_gpu(kernels: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.DataFrame]:
-    """Per GPU of ``windows``, the union of its kernels inside its window (``_union``).
+@dataclass(frozen=True)
+class _Busy:
+    """One GPU's kernel union inside its window: disjoint intervals in time order
+    (kernels of length 0 apart from others stay as points)."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @cached_property
+    def _before(self) -> np.ndarray:
+        """``_before[j]``: the busy time of intervals ``0 .. j-1``."""
+        before = np.empty(len(self.starts) + 1, dtype=np.int64)
+        before[0] = 0
+        np.cumsum(self.ends - self.starts, out=before[1:])
+        return before
+
+    @property
+    def total_ns(self) -> int:
+        return int(self._before[-1])
+
+    def busy_before(self, at: np.ndarray) -> np.ndarray:
+        """Busy time before each instant of ``at``."""
+        last = np.searchsorted(self.starts, at, side="right") - 1  # last interval begun
+        begun = last >= 0
+        found = last[begun]
+        busy = np.zeros(len(at), dtype=np.int64)
+        busy[begun] = self._before[found] + np.minimum(
+            at[begun] - self.starts[found], self.ends[found] - self.starts[found]
+        )
+        return busy
+
+    def inside(self, start_ns: int, end_ns: int) -> tuple[np.ndarray, np.ndarray]:
+        """The intervals clipped to ``[start_ns, end_ns]`` (points at its edges dropped)."""
+        rows = slice(
+            np.searchsorted(self.ends, start_ns, side="right"),
+            np.searchsorted(self.starts, end_ns, side="left"),
+        )
+        starts, ends = self.starts[rows], self.ends[rows]
+        if len(starts) and (starts[0] < start_ns or ends[-1] > end_ns):
+            starts, ends = starts.copy(), ends.copy()
+            starts[0], ends[-1] = max(starts[0], start_ns), min(ends[-1], end_ns)
+        return starts, ends
+
+
+def _union(starts: np.ndarray, ends: np.ndarray, reach: np.ndarray) -> _Busy:
+    """The union of intervals sorted by start (``reach``: the running maximum of
+    ``ends``); touching intervals merge."""
+    if not len(starts):
+        return _Busy(starts, ends)
+    opens = np.empty(len(starts), dtype=bool)
+    opens[0] = True
+    np.greater(starts[1:], reach[:-1], out=opens[1:])
+    first = np.flatnonzero(opens)
+    last = np.empty_like(first)
+    last[:-1] = first[1:] - 1
+    last[-1] = len(starts) - 1
+    return _Busy(starts[first], reach[last])
+
+
+def _busy_by_gpu(kernels: pl.DataFrame, windows: pl.DataFrame) -> dict[int, _Busy]:
+    """Per GPU of ``windows``, the union of its kernels inside its window.
 
     The intervals of ``union_intervals(clip_to_windows(kernels, windows, "gpu"), "gpu")``,
-    one GPU at a time: no join and no grouping over millions of kernels.
+    one GPU at a time: no join and no grouping over millions of kernels. Kernels
+    without bounds are ignored.
     """
+    if any(kernels.null_count().row(0)):
+        kernels = kernels.drop_nulls()
+    gpu, start, end = (kernels.get_column(c).to_numpy() for c in ("gpu", "start_ns", "end_ns"))
     # The library's checks (bounds in order, one valid window per GPU) run on the only
     # rows that can fail them.
-    clip_to_windows(kernels.filter(pl.col("end_ns") < pl.col("start_ns")), windows, "gpu")
-    return {
-        gpu: union_one_unit(
-            kernels.filter(
-                (pl.col("gpu") == gpu) & (pl.col("end_ns") >= start) & (pl.col("start_ns") <= end)
-            ).select(
-                pl.col("start_ns").clip(lower_bound=start), pl.col("end_ns").clip(upper_bound=end)
-            )
-        )
-        for gpu, start, end in windows.iter_rows()
-    }
-
-
-def _found(
-    cells: pl.DataFrame, at: str, busy: dict[int, pl.DataFrame], suffix: str
-) -> pl.DataFrame:
-    """``cells`` with the last busy interval starting at or before instant ``at``.
-
-    Its columns get ``suffix``; rows come out grouped by GPU. ``at`` must be in time
-    order within each GPU, and ``busy`` must hold every GPU of ``cells``.
-    """
-    names = {"start_ns": f"_s{suffix}", "end_ns": f"_e{suffix}", "_before": f"_before{suffix}"}
-    return pl.concat(
-        cells.filter(pl.col("gpu") == gpu).join_asof(
-            table.rename(names),
-            left_on=at,
-            right_on=names["start_ns"],
-            strategy="backward",
-            check_sortedness=False,
-        )
-        for gpu, table in busy.items()
+    reversed_rows = end < start
+    clip_to_windows(
+        kernels.filter(pl.Series(reversed_rows)) if reversed_rows.any() else kernels.clear(),
+        windows,
+        "gpu",
     )
+    # Kernel tables come grouped by GPU: then each GPU's rows are one slice.
+    grouped = bool(np.all(gpu[1:] >= gpu[:-1]))
+    busy = {}
+    for g, window_start, window_end in windows.iter_rows():
+        rows = slice(*np.searchsorted(gpu, [g, g + 1])) if grouped else gpu == g
+        s, e = start[rows], end[rows]
+        if not np.all(s[1:] >= s[:-1]):
+            order = np.argsort(s, kind="stable")
+            s, e = s[order], e[order]
+        # Sorted by start: the kernels beyond the window's end are the last ones.
+        before_end = np.searchsorted(s, window_end, side="right")
+        s, e = s[:before_end], e[:before_end]
+        reach = np.maximum.accumulate(e)
+        if len(s) and (s[0] < window_start or reach[-1] > window_end):
+            s, e = np.maximum(s, window_start), np.minimum(e, window_end)
+            inside = e >= s
+            s, e = s[inside], e[inside]
+            reach = np.maximum.accumulate(e)
+        busy[g] = _union(s, e, reach)
+    return busy
 
 
-def _busy_before(at: str, suffix: str) -> pl.Expr:
-    """Busy time of the GPU before instant ``at``, from the interval ``_found`` for it."""
-    s, e, before = (pl.col(f"{c}{suffix}") for c in ("_s", "_e", "_before"))
-    return (before + pl.min_horizontal(pl.col(at) - s, e - s)).fill_null(0)
-
-
-def _with_busy(cells: pl.DataFrame, busy: dict[int, pl.DataFrame]) -> pl.DataFrame:
-    """``cells`` (disjoint, in time order within each GPU) with ``busy_ns`` inside each."""
-    found = _found(_found(cells, "start_ns", busy, "0"), "end_ns", busy, "1")
-    return found.select(
-        *cells.columns,
-        (_busy_before("end_ns", "1") - _busy_before("start_ns", "0")).alias("busy_ns"),
-    )
-
-
-def _grid(windows: pl.DataFrame, period_ns: int) -> pl.DataFrame:
-    """Consecutive periods from each window's start; the last one may be a fragment."""
-    n = (pl.col("window_end_ns") - pl.col("window_start_ns") + period_ns - 1) // period_ns
-    return (
-        windows.with_columns(pl.int_ranges(0, n).alias("_i"))
-        .explode("_i")
-        .drop_nulls("_i")
-        .with_columns((pl.col("window_start_ns") + pl.col("_i") * period_ns).alias("start_ns"))
-        .with_columns(
-            pl.min_horizontal(pl.col("start_ns") + period_ns, "window_end_ns").alias("end_ns")
-        )
-        .select("gpu", "start_ns", "end_ns")
-    )
-
-
-def _periods(windows: pl.DataFrame, busy: dict[int, pl.DataFrame], period_ns: int) -> pl.DataFrame:
-    grid = _grid(windows, period_ns)
-    if grid.is_empty():
+def _periods(windows: pl.DataFrame, busy: dict[int, _Busy], period_ns: int) -> pl.DataFrame:
+    """Consecutive periods from each window's start (the last one may be a fragment)
+    with the busy time inside each, sorted by GPU and start."""
+    columns: dict[str, list[np.ndarray]] = {"gpu": [], "start": [], "end": [], "busy": []}
+    for gpu, window_start, window_end in windows.iter_rows():
+        starts = np.arange(window_start, window_end, period_ns, dtype=np.int64)
+        ends = np.minimum(starts + period_ns, window_end)
+        columns["gpu"].append(np.full(len(starts), gpu, dtype=np.int32))
+        columns["start"].append(starts)
+        columns["end"].append(ends)
+        columns["busy"].append(busy[gpu].busy_before(ends) - busy[gpu].busy_before(starts))
+    if not columns["gpu"]:
         return pl.DataFrame(schema=PERIODS_SCHEMA)
-    length = pl.col("end_ns") - pl.col("start_ns")
-    return (
-        _with_busy(grid, busy)
-        .select(
-            "gpu",
-            pl.col("start_ns").alias("period_start_ns"),
-            pl.col("end_ns").alias("period_end_ns"),
-            "busy_ns",
-            (pl.col("busy_ns") / length).alias("util_share"),
-            (length == period_ns).alias("complete"),
-        )
-        .sort("gpu", "period_start_ns")
-        .cast(PERIODS_SCHEMA)  # type: ignore[arg-type]
-    )
+    gpu, start, end, busy_ns = (np.concatenate(parts) for parts in columns.values())
+    length = end - start
+    return pl.DataFrame(
+        {
+            "gpu": gpu,
+            "period_start_ns": start,
+            "period_end_ns": end,
+            "busy_ns": busy_ns,
+            "util_share": busy_ns / length,
+            "complete": length == period_ns,
+        },
+        schema=PERIODS_SCHEMA,
+    ).sort("gpu", "period_start_ns")  # also marks the frame sorted, as aggregations see it
 
 
 def _activity(activity: pl.DataFrame | None) -> pl.DataFrame:
@@ -241,16 +277,13 @@ def _activity(activity: pl.DataFrame | None) -> pl.DataFrame:
 
 def _per_gpu(
     windows: pl.DataFrame,
-    busy: dict[int, pl.DataFrame],
+    busy: dict[int, _Busy],
     periods: pl.DataFrame,
     activity: pl.DataFrame,
 ) -> pl.DataFrame:
     window_ns = pl.col("window_end_ns") - pl.col("window_start_ns")
     busy_ns = pl.DataFrame(
-        [
-            (gpu, table.select((pl.col("end_ns") - pl.col("start_ns")).sum()).item())
-            for gpu, table in busy.items()
-        ],
+        [(gpu, union.total_ns) for gpu, union in busy.items()],
         schema={"gpu": pl.Int32, "busy_ns": pl.Int64},
         orient="row",
     )
@@ -295,41 +328,44 @@ def _spread(values: pl.Series) -> float | None:
     return float(present.to_frame().select(pl.all().max() - pl.all().min()).item())
 
 
-def _disagreement_ns(
-    busy: dict[int, pl.DataFrame], start_ns: int, end_ns: int, gpu_count: int
-) -> int:
-    """Time in ``[start_ns, end_ns)`` during which some but not all GPUs run a kernel."""
-    events = []
-    for union in busy.values():
-        inside = (
-            union.lazy()
-            .select(
-                pl.col("start_ns").clip(start_ns, end_ns), pl.col("end_ns").clip(start_ns, end_ns)
-            )
-            .filter(pl.col("end_ns") > pl.col("start_ns"))
-        )
-        events += [
-            inside.select(pl.col("start_ns").alias("t"), pl.lit(1, pl.Int32).alias("d")),
-            inside.select(pl.col("end_ns").alias("t"), pl.lit(-1, pl.Int32).alias("d")),
-        ]
-    if not events:
+def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Length of the union of intervals sorted by start."""
+    if not len(starts):
         return 0
-    # The busy unions are disjoint per GPU, so the running sum of +1/-1 events is
-    # the number of GPUs running a kernel.
-    running = (
-        pl.concat(events)
-        .sort("t")
-        .with_columns(
-            pl.col("d").cum_sum().alias("busy_gpus"),
-            (pl.col("t").shift(-1) - pl.col("t")).alias("dt"),
-        )
-    )
-    mixed = (pl.col("busy_gpus") > 0) & (pl.col("busy_gpus") < gpu_count)
-    return int(running.select(pl.col("dt").filter(mixed).sum()).collect(engine=_ENGINE).item() or 0)
+    reach = np.maximum.accumulate(ends)
+    # Each interval adds what reaches beyond everything before it.
+    covered_from = np.maximum(starts[1:], reach[:-1])
+    return int(reach[0] - starts[0]) + int((reach[1:] - covered_from).sum())
+
+
+def _disagreement_ns(busy: dict[int, _Busy], start_ns: int, end_ns: int, gpu_count: int) -> int:
+    """Time in ``[start_ns, end_ns)`` during which some but not all GPUs run a kernel.
+
+    ``gpu_count``: the GPUs whose window has a positive length; the others' unions
+    are empty.
+    """
+    inside = [union.inside(start_ns, end_ns) for union in busy.values()]
+    starts = np.concatenate([starts for starts, _ in inside])
+    ends = np.concatenate([ends for _, ends in inside])
+    if gpu_count == 2:
+        # One GPU busy = either busy - both busy; both busy = each busy - either busy.
+        order = np.argsort(starts, kind="stable")  # merges the sorted runs of the GPUs
+        either_ns = _union_ns(starts[order], ends[order])
+        span = np.array([start_ns, end_ns], dtype=np.int64)
+        busy_ns = sum(int(np.diff(union.busy_before(span))[0]) for union in busy.values())
+        return 2 * either_ns - busy_ns
+    # The unions are disjoint per GPU, so the running sum of +1/-1 events is the
+    # number of GPUs running a kernel.
+    times = np.concatenate([starts, ends])
+    order = np.argsort(times, kind="stable")
+    running = np.cumsum(np.where(order < len(starts), 1, -1))
+    t = times[order]
+    mixed = (running[:-1] > 0) & (running[:-1] < gpu_count)
+    return int((t[1:] - t[:-1])[mixed].sum())
 
 
 def _common(
-    windows: pl.DataFrame, busy: dict[int, pl.DataFrame], period_ns: int
+    windows: pl.DataFrame, busy: dict[int, _Busy], period_ns: int
 ) -> tuple[int | None, int | None, int, float | None, float | None, list[str]]:
     measured = windows.filter(pl.col("window_end_ns") > pl.col("window_start_ns"))
     if measured.height < 2:
@@ -358,7 +394,7 @@ def _common(
         )
         per_period = (
             _periods(common, busy, period_ns)
-            .group_by("period_start_ns")
+            .group_by("period_start_ns", maintain_order=True)
             .agg((pl.col("util_share").max() - pl.col("util_share").min()).alias("_spread"))
         )
         period_spread = float(per_period.get_column("_spread").mean())  # type: ignore[arg-type]

@@ -31,16 +31,23 @@ Definition (docs/metrics/stagger.md):
   during which at least one / every other GPU (among those whose window covers
   that moment, at least one) was idle.
 
-Everything is a sweep over sorted gap boundaries and as-of lookups of cumulative
-idle time; Python loops run over GPUs and GPU pairs, never over gaps. The per-gap
-"other GPUs" step costs ``O(G * N)`` lookups for ``G`` GPUs and ``N`` gaps.
+Method: each GPU's gaps become sorted numpy arrays. For every GPU pair, one stable
+sort merges the two GPUs' gap boundaries; where each boundary lands gives the other
+GPU's idle time up to it, hence the co-idle time of every gap. With three or more
+GPUs the any/all shares and the idle-count times come from a sweep over all GPUs'
+boundaries; with two, they follow from the co-idle time alone. Python loops run
+over GPUs and GPU pairs, never over gaps: ``O(G * N)`` work for ``G`` GPUs and
+``N`` gaps.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from typing import Final, Literal
+from functools import cached_property
+from typing import Literal
 
+import numpy as np
 import polars as pl
 
 from nsysan.intervals import clip_to_windows
@@ -112,10 +119,6 @@ class StaggerResult:
     reason: str
 
 
-# Plans here are sorts and as-of joins over millions of rows; the in-memory engine
-# runs them faster than the streaming one (polars' default).
-_ENGINE: Final = "in-memory"
-
 _PER_GAP_SCHEMA = {
     GPU: pl.Int32,
     START: pl.Int64,
@@ -126,7 +129,6 @@ _PER_GAP_SCHEMA = {
     "others_any_idle_share": pl.Float64,
     "others_all_idle_share": pl.Float64,
 }
-_GAP_BOUNDS = {"_s": pl.Int64, "_e": pl.Int64}
 _PER_GPU_SCHEMA = {
     GPU: pl.Int32,
     "gap_count": pl.Int64,
@@ -165,190 +167,286 @@ def _scalar_score(o: float, e: float, lo: float, hi: float) -> float | None:
     return None if value is None else float(value)
 
 
-def _gaps_by_gpu(gaps: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.DataFrame]:
+@dataclass(frozen=True)
+class _GpuGaps:
+    """One GPU's gaps clipped to its window: of positive length, disjoint, in time order."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @cached_property
+    def durations(self) -> np.ndarray:
+        return self.ends - self.starts
+
+    def write_edges(self, out: np.ndarray) -> None:
+        """Start, end, start, end ... into ``out``: in time order, as the gaps are disjoint."""
+        out[0::2], out[1::2] = self.starts, self.ends
+
+    @cached_property
+    def _idle_by_edges_before(self) -> np.ndarray:
+        """Gap time before an instant ``t`` with ``m`` edges before it: ``[m] + t * (m & 1)``.
+
+        ``m = 2j``: gaps ``0 .. j-1`` are over; ``m = 2j + 1``: gap ``j`` is open
+        since ``starts[j]``.
+        """
+        table = np.empty(2 * len(self.starts) + 1, dtype=np.int64)
+        table[0] = 0
+        np.cumsum(self.durations, out=table[2::2])
+        table[1::2] = table[0:-1:2] - self.starts
+        return table
+
+    def idle_at(self, at: np.ndarray, edges_before: np.ndarray) -> np.ndarray:
+        """The GPU's gap time before each instant of ``at``, given how many of its
+        ``edges`` come before the instant (an edge at the instant may count or not).
+
+        Overwrites ``edges_before``.
+        """
+        idle = self._idle_by_edges_before[edges_before]
+        edges_before &= 1
+        edges_before *= at
+        idle += edges_before
+        return idle
+
+    def idle_before(self, at: np.ndarray) -> np.ndarray:
+        """The GPU's gap time before each instant of ``at`` (few instants)."""
+        edges_before = np.searchsorted(self.starts, at) + np.searchsorted(self.ends, at)
+        return self.idle_at(at, edges_before)
+
+
+def _clipped(
+    start: np.ndarray, end: np.ndarray, window_start: int, window_end: int, points: bool
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """One GPU's gaps clipped to its window, of positive length, in time order, and
+    how many overlap the gap before them.
+
+    No gap may end before it starts; ``points``: some may have length 0.
+    """
+    if np.all(start[1:] >= end[:-1]):
+        # In time order and disjoint: only the first and the last gap that reach into
+        # the window can cross its edges, and they keep a positive length if the
+        # window has one.
+        inside = slice(
+            np.searchsorted(end, window_start, side="right"),
+            np.searchsorted(start, window_end, side="left"),
+        )
+        s, e = start[inside], end[inside]
+        if len(s) and (s[0] < window_start or e[-1] > window_end):
+            s, e = s.copy(), e.copy()  # the input's memory is read-only
+            s[0], e[-1] = max(s[0], window_start), min(e[-1], window_end)
+        if points or window_start == window_end:
+            positive = e > s
+            s, e = s[positive], e[positive]
+        return s, e, 0
+    s, e = np.maximum(start, window_start), np.minimum(end, window_end)
+    positive = e > s  # also drops the gaps outside the window
+    s, e = s[positive], e[positive]
+    step = np.diff(s)
+    if not np.all((step > 0) | ((step == 0) & (np.diff(e) >= 0))):
+        order = np.lexsort((e, s))
+        s, e = s[order], e[order]
+    return s, e, int(np.count_nonzero(s[1:] < e[:-1]))
+
+
+def _gaps_by_gpu(gaps: pl.DataFrame, windows: pl.DataFrame) -> dict[int, _GpuGaps]:
     """Per GPU of ``windows``, its gaps clipped to its window, of positive length, sorted.
 
-    Columns ``_s``, ``_e`` and ``_before`` (the GPU's gap time before ``_s``). Gaps
-    that overlap an earlier gap of their GPU are an error. One table per GPU: no join
-    or grouping over millions of gaps, and as-of joins need no ``by``.
+    Gaps without bounds are ignored; gaps that overlap an earlier gap of their GPU
+    are an error.
     """
+    if any(gaps.null_count().row(0)):
+        gaps = gaps.drop_nulls()
+    gpu, start, end = (gaps.get_column(c).to_numpy() for c in (GPU, START, END))
     # The library's checks (bounds in order, one valid window per GPU) run on the only
     # rows that can fail them.
-    clip_to_windows(gaps.filter(pl.col(END) < pl.col(START)), windows, by=GPU)
-    step = pl.col(START).diff()
-    in_order = (step > 0) | ((step == 0) & (pl.col(END).diff() >= 0))
-    length = pl.col(END) - pl.col(START)
+    points = bool(np.any(end <= start))
+    reversed_rows = end < start if points else None
+    clip_to_windows(
+        gaps.filter(pl.Series(reversed_rows)) if points else gaps.clear(), windows, by=GPU
+    )
+    # Gap tables come grouped by GPU: then each GPU's rows are one slice.
+    grouped = bool(np.all(gpu[1:] >= gpu[:-1]))
     by_gpu, overlapping = {}, 0
-    for gpu, start, end in windows.iter_rows():
-        own = (
-            gaps.filter((pl.col(GPU) == gpu) & (pl.col(END) >= start) & (pl.col(START) <= end))
-            .select(pl.col(START).clip(lower_bound=start), pl.col(END).clip(upper_bound=end))
-            .filter(pl.col(END) > pl.col(START))
-        )
-        if not own.select(in_order.all()).item():
-            own = own.sort(START, END)
-        overlapping += own.select((pl.col(START) < pl.col(END).shift(1)).sum()).item()
-        by_gpu[gpu] = own.select(
-            pl.col(START).alias("_s"),
-            pl.col(END).alias("_e"),
-            (length.cum_sum() - length).alias("_before"),
-        )
+    for g, window_start, window_end in windows.iter_rows():
+        rows = slice(*np.searchsorted(gpu, [g, g + 1])) if grouped else gpu == g
+        s, e, overlaps = _clipped(start[rows], end[rows], window_start, window_end, points)
+        by_gpu[g] = _GpuGaps(s, e)
+        overlapping += overlaps
     if overlapping:
         raise ValueError(f"{overlapping} gap(s) overlap an earlier gap of the same GPU")
     return by_gpu
 
 
-def _idle_before(frame: pl.LazyFrame, at: str, gaps: pl.DataFrame, name: str) -> pl.LazyFrame:
-    """``frame`` (in time order of ``at``) with ``name``: the gap time in ``gaps`` before ``at``.
-
-    ``gaps`` is one GPU's table from ``_gaps_by_gpu``.
-    """
-    found = frame.join_asof(
-        gaps.lazy(), left_on=at, right_on="_s", strategy="backward", check_sortedness=False
-    )
-    inside = pl.min_horizontal(pl.col(at) - pl.col("_s"), pl.col("_e") - pl.col("_s"))
-    return found.with_columns((pl.col("_before") + inside).fill_null(0).alias(name)).drop(
-        "_s", "_e", "_before"
-    )
+def _idle_inside(spans: pl.DataFrame, gaps_by_gpu: dict[int, _GpuGaps], name: str) -> pl.Series:
+    """Gap time of ``spans.gpu`` inside ``[start_ns, end_ns]`` of each span row (few rows)."""
+    idle = np.zeros(spans.height, dtype=np.int64)
+    gpu, start, end = (spans.get_column(c).to_numpy() for c in (GPU, START, END))
+    for g, own in gaps_by_gpu.items():
+        rows = gpu == g
+        idle[rows] = own.idle_before(end[rows]) - own.idle_before(start[rows])
+    return pl.Series(name, idle, dtype=pl.Int64)
 
 
-def _idle_inside(spans: pl.DataFrame, gaps_by_gpu: dict[int, pl.DataFrame], name: str) -> pl.Series:
-    """Gap time of ``spans.gpu`` inside ``[start_ns, end_ns]`` of each span row."""
-    rows = spans.select(GPU, START, END).with_row_index("_row")
-    parts = []
-    for gpu, gaps in gaps_by_gpu.items():
-        own = rows.lazy().filter(pl.col(GPU) == gpu)
-        own = _idle_before(own.sort(START), START, gaps, "_i0")
-        own = _idle_before(own.sort(END), END, gaps, "_i1")
-        parts.append(own.select("_row", (pl.col("_i1") - pl.col("_i0")).alias(name)))
-    if not parts:
-        return pl.Series(name, [], dtype=pl.Int64)
-    return pl.concat(pl.collect_all(parts, engine=_ENGINE)).sort("_row").get_column(name)
+def _co_idle_in_gaps(a: _GpuGaps, b: _GpuGaps) -> tuple[np.ndarray, np.ndarray]:
+    """Per gap of ``a`` the gap time of ``b`` inside it, and per gap of ``b`` that of ``a``."""
+    split = 2 * len(a.starts)
+    edges = np.empty(split + 2 * len(b.starts), dtype=np.int64)
+    a.write_edges(edges[:split])
+    b.write_edges(edges[split:])
+    # A stable sort merges the two sorted runs of edges and keeps each run's order: the
+    # k-th edge of ``a`` is the k-th row from ``a``, and the rows before it that are not
+    # from ``a`` are the edges of ``b`` before it.
+    from_a = np.argsort(edges, kind="stable") < split
+    b_before = np.flatnonzero(from_a)
+    b_before -= np.arange(split)
+    a_before = np.flatnonzero(~from_a)
+    a_before -= np.arange(len(edges) - split)
+    b_idle = b.idle_at(edges[:split], b_before)
+    a_idle = a.idle_at(edges[split:], a_before)
+    return b_idle[1::2] - b_idle[0::2], a_idle[1::2] - a_idle[0::2]
 
 
-def _sweep(
-    windows: pl.DataFrame, gaps_by_gpu: dict[int, pl.DataFrame]
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _co_idle_by_gap(gaps_by_gpu: dict[int, _GpuGaps]) -> dict[int, dict[int, np.ndarray]]:
+    """Per GPU and other GPU, the other's gap time inside each of the GPU's gaps."""
+    co: dict[int, dict[int, np.ndarray]] = {gpu: {} for gpu in gaps_by_gpu}
+    for a, b in itertools.combinations(gaps_by_gpu, 2):
+        co[a][b], co[b][a] = _co_idle_in_gaps(gaps_by_gpu[a], gaps_by_gpu[b])
+    return co
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """Per GPU, the time inside each of its gaps with at least one other GPU idle
+    (``any``) and with every other GPU in its window idle, at least one in one
+    (``all``); ``observed_ns[k]``: the time with every GPU inside its window and
+    ``k`` GPUs idle."""
+
+    any: dict[int, np.ndarray]
+    all: dict[int, np.ndarray]
+    observed_ns: list[int]
+
+
+def _exclusive_cum_sum(values: np.ndarray) -> np.ndarray:
+    """Sums of all earlier elements."""
+    total = np.cumsum(values)
+    total -= values
+    return total
+
+
+def _sweep(windows: pl.DataFrame, gaps_by_gpu: dict[int, _GpuGaps]) -> _Sweep:
     """A sweep over every gap and window boundary in time order.
 
-    Each boundary ``t`` opens an elementary segment up to the next one, with ``idle``
-    GPUs in a gap and ``in_window`` GPUs inside their window. Returns, per boundary,
-    ``cum_any`` and ``cum_all``: the integrals over all earlier segments of "at least
-    two GPUs idle" and "every GPU in its window idle, at least two in one" (all rows of
-    one instant hold the same values, the integrals up to that instant); and per
-    ``idle`` count the time (``observed_ns``) with every GPU inside its window.
+    Each boundary opens an elementary segment up to the next one, with ``idle`` GPUs
+    in a gap and ``in_window`` GPUs inside their window; integrals up to a boundary
+    are sums over the segments before it. Ties need no order: the segments between
+    boundaries of one instant have length 0.
     """
-    bounds = [g.select(*_GAP_BOUNDS) for g in gaps_by_gpu.values()]
-    gaps = pl.concat([pl.DataFrame(schema=_GAP_BOUNDS), *bounds])
+    gpus = list(gaps_by_gpu)
+    g = windows.height
+    edge_counts = [2 * len(own.starts) for own in gaps_by_gpu.values()]
+    gap_edges = sum(edge_counts)
+    times = np.empty(gap_edges + 2 * g, dtype=np.int64)
+    for own, end in zip(gaps_by_gpu.values(), itertools.accumulate(edge_counts), strict=True):
+        own.write_edges(times[end - 2 * len(own.starts) : end])
+    times[gap_edges : gap_edges + g] = windows.get_column(WINDOW_START).to_numpy()
+    times[gap_edges + g :] = windows.get_column(WINDOW_END).to_numpy()
+    source = np.repeat(np.arange(len(gpus) + 1, dtype=np.int16), [*edge_counts, 2 * g])
+    step = np.zeros(len(times), dtype=np.int8)  # +1 at a gap start, -1 at a gap end
+    step[0:gap_edges:2], step[1:gap_edges:2] = 1, -1
+    # The runs are sorted: a stable sort merges them (and keeps each GPU's edges in
+    # their order, so its k-th edge is its k-th row below).
+    order = np.argsort(times, kind="stable")
+    t, source, step = times[order], source[order], step[order]
+    idle = np.cumsum(step, dtype=np.int32)
+    length = np.diff(t, append=t[-1:])
 
-    def events(times: pl.DataFrame, d_idle: int, d_win: int) -> pl.DataFrame:
-        return times.select(
-            pl.first().alias("t"),
-            pl.lit(d_idle, pl.Int8).alias("d_idle"),
-            pl.lit(d_win, pl.Int8).alias("d_win"),
-        )
+    # Window boundaries are few: in_window is constant between them.
+    window_rows = np.flatnonzero(order >= gap_edges)
+    opens = np.where(order[window_rows] < gap_edges + g, 1, -1)
+    bounds = [0, *window_rows.tolist(), len(t)]
+    levels = [0, *np.cumsum(opens).tolist()]
+    all_len = np.zeros(len(t), dtype=np.int64)
+    observed = [0] * (g + 1)
+    for lo, hi, in_window in zip(bounds[:-1], bounds[1:], levels, strict=True):
+        if in_window >= 2:
+            all_len[lo:hi] = np.where(idle[lo:hi] == in_window, length[lo:hi], 0)
+        if in_window == g:
+            for k in range(g + 1):
+                observed[k] += int(length[lo:hi][idle[lo:hi] == k].sum())
+    cum_any = _exclusive_cum_sum(np.where(idle >= 2, length, 0))
+    cum_all = _exclusive_cum_sum(all_len)
+    rows = {gpu: np.flatnonzero(source == i) for i, gpu in enumerate(gpus)}
+    return _Sweep(
+        any={gpu: np.diff(cum_any[r])[0::2] for gpu, r in rows.items()},
+        all={gpu: np.diff(cum_all[r])[0::2] for gpu, r in rows.items()},
+        observed_ns=observed,
+    )
 
-    # Narrow types: at millions of boundaries the sweep is bound by memory traffic.
-    segments = (
-        pl.concat(
-            [
-                events(gaps.select("_s"), 1, 0),
-                events(gaps.select("_e"), -1, 0),
-                events(windows.select(WINDOW_START), 0, 1),
-                events(windows.select(WINDOW_END), 0, -1),
-            ]
-        )
-        .lazy()
-        # Ties need no order: the segments between events of one instant have length 0.
-        .sort("t")
-        .select(
-            "t",
-            pl.col("d_idle").cast(pl.Int32).cum_sum().alias("idle"),
-            pl.col("d_win").cast(pl.Int32).cum_sum().alias("in_window"),
-            (pl.col("t").shift(-1) - pl.col("t")).fill_null(0).alias("len_ns"),
-        )
+
+def _two_gpu_sweep(
+    windows: pl.DataFrame,
+    gaps_by_gpu: dict[int, _GpuGaps],
+    co: dict[int, dict[int, np.ndarray]],
+) -> _Sweep:
+    """:func:`_sweep` for two GPUs, from the co-idle time alone.
+
+    Inside a gap of one GPU, "another GPU idle" is the other GPU idle, and, as gaps
+    lie inside windows, "every other GPU in its window idle" too. Over the common
+    window, both are idle for the co-idle time and one is for the rest of their
+    idle time.
+    """
+    (a, own_a), (b, own_b) = gaps_by_gpu.items()
+    start = windows.get_column(WINDOW_START).max()
+    end = max(windows.get_column(WINDOW_END).min(), start)  # type: ignore[type-var]
+    span = np.array([start, end], dtype=np.int64)
+    idle = sum(int(np.diff(own.idle_before(span))[0]) for own in (own_a, own_b))
+    both = int(co[a][b].sum())
+    return _Sweep(
+        any={a: co[a][b], b: co[b][a]},
+        all={a: co[a][b], b: co[b][a]},
+        observed_ns=[end - start - idle + both, idle - 2 * both, both],  # type: ignore[operator]
     )
-    others_any = pl.col("idle") >= 2
-    others_all = (pl.col("idle") == pl.col("in_window")) & (pl.col("in_window") >= 2)
-    integrals = segments.select(
-        "t",
-        *[
-            pl.when(inside)
-            .then(pl.col("len_ns"))
-            .otherwise(0)
-            .cum_sum()
-            .shift(1, fill_value=0)
-            .alias(name)
-            for name, inside in (("cum_any", others_any), ("cum_all", others_all))
-        ],
-    )
-    observed = (
-        segments.filter((pl.col("in_window") == windows.height) & (pl.col("len_ns") > 0))
-        .group_by("idle")
-        .agg(pl.col("len_ns").sum().alias("observed_ns"))
-        .select(pl.col("idle").cast(pl.Int64), "observed_ns")
-    )
-    seg, counts = pl.collect_all([integrals, observed], engine=_ENGINE)
-    return seg, counts
 
 
 def _co_column(other: int) -> str:
     return f"_co_{other}"
 
 
-def _per_gap(gaps_by_gpu: dict[int, pl.DataFrame], seg: pl.DataFrame) -> dict[int, pl.DataFrame]:
-    """Per GPU, its rows of the per-gap table plus ``_co_<other>`` for every other GPU.
-
-    ``_co_<other>``: the other GPU's gap time inside the gap, from as-of lookups into
-    its gaps. The shares are integrals of the sweep over the gap.
-    """
-    lookup = seg.lazy().select("t", "cum_any", "cum_all")
-    dur = pl.col("duration_ns").cast(pl.Float64)
-    plans = []
+def _per_gap(
+    gaps_by_gpu: dict[int, _GpuGaps], co: dict[int, dict[int, np.ndarray]], sweep: _Sweep
+) -> dict[int, pl.DataFrame]:
+    """Per GPU, its rows of the per-gap table plus ``_co_<other>`` for every other GPU
+    (the other GPU's gap time inside the gap)."""
+    tables = {}
     for gpu, own in gaps_by_gpu.items():
-        co = [_co_column(other) for other in gaps_by_gpu if other != gpu]
-        frame = own.lazy().select(
-            pl.lit(gpu, pl.Int32).alias(GPU),
-            pl.col("_s").alias(START),
-            pl.col("_e").alias(END),
-            (pl.col("_e") - pl.col("_s")).alias("duration_ns"),
-        )
-        for other, gaps in gaps_by_gpu.items():
-            if other == gpu:
-                continue
-            # A GPU's gaps are disjoint: its gap starts and ends are each in time order.
-            frame = _idle_before(frame, START, gaps, "_co_start")
-            frame = _idle_before(frame, END, gaps, "_co_end")
-            frame = frame.with_columns(
-                (pl.col("_co_end") - pl.col("_co_start")).alias(_co_column(other))
-            )
-        for side, at in (("0", START), ("1", END)):
-            frame = frame.join_asof(
-                lookup.rename({c: f"{c}_{side}" for c in ("t", "cum_any", "cum_all")}),
-                left_on=at,
-                right_on=f"t_{side}",
-                strategy="backward",
-                check_sortedness=False,
-            )
+        duration = own.durations
+        dur = duration.astype(np.float64)
         # The gap's own GPU is idle all along: the integral of idle GPUs over the gap is
         # its length plus the co-idle time of every other GPU.
-        idle = pl.sum_horizontal("duration_ns", *co)
-        plans.append(
-            frame.select(
-                GPU,
-                START,
-                END,
-                "duration_ns",
-                pl.sum_horizontal(pl.lit(0, pl.Int64), *[pl.col(c) > 0 for c in co])
-                .cast(pl.Int64)
-                .alias("others_idle"),
-                (idle / dur - 1.0).alias("others_idle_mean"),
-                ((pl.col("cum_any_1") - pl.col("cum_any_0")) / dur).alias("others_any_idle_share"),
-                ((pl.col("cum_all_1") - pl.col("cum_all_0")) / dur).alias("others_all_idle_share"),
-                *co,
-            )
-        )
-    return dict(zip(gaps_by_gpu, pl.collect_all(plans, engine=_ENGINE), strict=True))
+        idle = duration.copy()
+        others_idle = np.zeros(len(duration), dtype=np.int64)
+        for c in co[gpu].values():
+            idle += c
+            others_idle += c > 0
+        idle_mean = idle / dur
+        idle_mean -= 1.0
+        any_share = sweep.any[gpu] / dur
+        # With two GPUs both integrals are the co-idle time (_two_gpu_sweep).
+        all_share = any_share if sweep.all[gpu] is sweep.any[gpu] else sweep.all[gpu] / dur
+        columns = {
+            GPU: np.full(len(duration), gpu, dtype=np.int32),
+            START: own.starts,
+            END: own.ends,
+            "duration_ns": duration,
+            "others_idle": others_idle,
+            "others_idle_mean": idle_mean,
+            "others_any_idle_share": any_share,
+            "others_all_idle_share": all_share,
+            **{_co_column(other): c for other, c in co[gpu].items()},
+        }
+        schema = {**_PER_GAP_SCHEMA, **{_co_column(other): pl.Int64 for other in co[gpu]}}
+        # One GPU per table: its column is sorted, as aggregations downstream may see.
+        tables[gpu] = pl.DataFrame(columns, schema=schema).with_columns(pl.col(GPU).set_sorted())
+    return tables
 
 
 def _co_idle(per_gap: dict[int, pl.DataFrame]) -> pl.DataFrame:
@@ -365,7 +463,7 @@ def _co_idle(per_gap: dict[int, pl.DataFrame]) -> pl.DataFrame:
 
 
 def _pair_table(
-    windows: pl.DataFrame, gaps_by_gpu: dict[int, pl.DataFrame], ordered_co_idle: pl.DataFrame
+    windows: pl.DataFrame, gaps_by_gpu: dict[int, _GpuGaps], ordered_co_idle: pl.DataFrame
 ) -> pl.DataFrame:
     w = windows.select(GPU, WINDOW_START, WINDOW_END)
     pairs = (
@@ -456,12 +554,22 @@ def _pair_table(
     )
 
 
+def _all_is_any(gpu_count: int) -> list[pl.Expr]:
+    """With two GPUs, the all-idle share of a gap is its any-idle share (_two_gpu_sweep):
+    the expressions that copy it instead of summing it again."""
+    if gpu_count != 2:
+        return []
+    return [pl.col("others_any_idle_share").alias("others_all_idle_share")]
+
+
 def _per_gpu(windows: pl.DataFrame, per_gap: dict[int, pl.DataFrame]) -> pl.DataFrame:
     dur = pl.col("duration_ns")
     total = dur.sum()
+    copied = _all_is_any(windows.height)
     weighted = {
         name: pl.when(total > 0).then((pl.col(name) * dur).sum() / total)
         for name in ("others_idle_mean", "others_any_idle_share", "others_all_idle_share")
+        if name not in {c.meta.output_name() for c in copied}
     }
     # The schema first: a trace without GPUs has no frames.
     agg = pl.concat(
@@ -473,7 +581,7 @@ def _per_gpu(windows: pl.DataFrame, per_gap: dict[int, pl.DataFrame]) -> pl.Data
                     pl.len().cast(pl.Int64).alias("gap_count"),
                     total.alias("gap_ns"),
                     *[expr.alias(name) for name, expr in weighted.items()],
-                )
+                ).with_columns(copied)
                 for gpu, frame in per_gap.items()
             ],
         ]
@@ -498,7 +606,7 @@ def _poisson_binomial(shares: list[float]) -> list[float]:
 
 
 def _all_gpu(
-    windows: pl.DataFrame, gaps_by_gpu: dict[int, pl.DataFrame], observed: pl.DataFrame
+    windows: pl.DataFrame, gaps_by_gpu: dict[int, _GpuGaps], observed_ns: list[int]
 ) -> tuple[pl.DataFrame, dict[str, int | float | None]]:
     g = windows.height
     start = windows.get_column(WINDOW_START).max()
@@ -533,11 +641,13 @@ def _all_gpu(
     expected = _poisson_binomial(shares)
     counts = (
         pl.DataFrame(
-            {"idle_gpus": list(range(g + 1)), "expected_share": expected},
-            schema={"idle_gpus": pl.Int64, "expected_share": pl.Float64},
+            {
+                "idle_gpus": list(range(g + 1)),
+                "expected_share": expected,
+                "observed_ns": observed_ns,
+            },
+            schema={"idle_gpus": pl.Int64, "expected_share": pl.Float64, "observed_ns": pl.Int64},
         )
-        .join(observed.rename({"idle": "idle_gpus"}), on="idle_gpus", how="left")
-        .with_columns(pl.col("observed_ns").fill_null(0))
         .with_columns((pl.col("observed_ns") / length).alias("observed_share"))
         .select("idle_gpus", "observed_ns", "observed_share", "expected_share")
     )
@@ -580,8 +690,9 @@ def measure_stagger(gaps: pl.DataFrame, windows: pl.DataFrame) -> StaggerResult:
         ),
         w,
     )
-    seg, idle_time = _sweep(w, gaps_by_gpu)
-    per_gap_by_gpu = _per_gap(gaps_by_gpu, seg)
+    co = _co_idle_by_gap(gaps_by_gpu)
+    sweep = _two_gpu_sweep(w, gaps_by_gpu, co) if w.height == 2 else _sweep(w, gaps_by_gpu)
+    per_gap_by_gpu = _per_gap(gaps_by_gpu, co, sweep)
     pairs = _pair_table(w, gaps_by_gpu, _co_idle(per_gap_by_gpu))
     per_gap = pl.concat(
         [
@@ -590,7 +701,7 @@ def measure_stagger(gaps: pl.DataFrame, windows: pl.DataFrame) -> StaggerResult:
         ]
     )
     per_gpu = _per_gpu(w, per_gap_by_gpu)
-    idle_count, all_gpu = _all_gpu(w, gaps_by_gpu, idle_time)
+    idle_count, all_gpu = _all_gpu(w, gaps_by_gpu, sweep.observed_ns)
 
     valid = pairs.filter(pl.col("common_ns") > 0)
     observed = int(valid.get_column("co_idle_ns").sum())
@@ -606,10 +717,12 @@ def measure_stagger(gaps: pl.DataFrame, windows: pl.DataFrame) -> StaggerResult:
         else None
     )
     gap_total = int(per_gap.get_column("duration_ns").sum())
+    copied = _all_is_any(w.height)
     others = per_gap.select(
         ((pl.col(c) * pl.col("duration_ns")).sum() / pl.col("duration_ns").sum()).alias(c)
         for c in ("others_any_idle_share", "others_all_idle_share")
-    )
+        if c not in {c.meta.output_name() for c in copied}
+    ).with_columns(copied)
     if w.height < 2:
         verdict, reason = "not applicable", "one GPU: there is no other GPU to compare gaps with"
     elif gap_total == 0:
