@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from nsysan import model
+from nsysan.analyze import balance
 from nsysan.analyze.balance import (
     KERNEL_DIFF_TOP_N,
     OTHER_KERNELS,
@@ -257,6 +258,24 @@ def test_no_iteration_boundaries_is_not_applicable() -> None:
     assert r.bubbles.is_empty() and r.bubble_share is None
 
 
+def test_long_periods_take_the_same_phase(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Short periods take the median gap phase by phase, long ones by grouping.
+    kernels = []
+    for i in range(6):
+        base = 1000 * i
+        kernels += [
+            _k(0, base + 100 + 100 * j, base + 150 + 100 * j, name)
+            for j, name in enumerate("abcde")
+        ]
+    trace = _trace(kernels)
+    looped = _measure(trace)
+    monkeypatch.setattr(balance, "MEDIAN_LOOP_PHASES", 0)
+    grouped = _measure(trace)
+    assert looped.iteration_label == grouped.iteration_label
+    assert looped.iteration_label is not None and "every 5 kernels from a" in looped.iteration_label
+    assert_frame_equal(looped.iterations, grouped.iterations)
+
+
 # --- regression: the implementation before per-GPU unions (kept as the reference) -------
 
 
@@ -426,6 +445,18 @@ def test_result_does_not_depend_on_kernel_order(trace: model.Trace, rng: Any) ->
         b.iteration_label,
         b.kernel_diff_total_ns,
     )
+
+
+@settings(max_examples=15, deadline=None)
+@given(_balance_traces())
+def test_busy_need_not_be_a_union(trace: model.Trace) -> None:
+    # The busy union is taken as it is; any other busy intervals are clipped and merged.
+    busy = measure_busy(trace, Settings())
+    raw = trace.kernels.select("gpu", START, END).drop_nulls()
+    a = measure_imbalance(trace, busy.intervals, busy.windows)
+    b = measure_imbalance(trace, raw, busy.windows)
+    for name in ("per_gpu", "drift", "iterations", "bubbles", "bubbles_per_gpu"):
+        assert_frame_equal(getattr(a, name), getattr(b, name))
 
 
 # --- real exports -----------------------------------------------------------------------

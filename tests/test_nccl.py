@@ -410,6 +410,22 @@ def test_properties(rows: list[tuple[int, int, int, int, str]]) -> None:
     assert (joined["wait_ns"] == joined["wait_ns_c"]).all()
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_kernel_rows())
+def test_busy_need_not_be_a_union(rows: list[tuple[int, int, int, int, str]]) -> None:
+    # The busy union is taken as it is; any other busy intervals are clipped and merged.
+    kernels = _kernels(rows)
+    windows = kernels.group_by("gpu").agg(
+        (pl.col("start_ns").min() + 5).alias("window_start_ns"),
+        (pl.col("end_ns").max() - 5)
+        .clip(lower_bound=pl.col("start_ns").min() + 5)
+        .alias("window_end_ns"),
+    )
+    union = measure_nccl(kernels, union_intervals(kernels, by="gpu"), windows)
+    raw = measure_nccl(kernels, kernels.select("gpu", "start_ns", "end_ns"), windows)
+    assert_frame_equal(union.per_gpu, raw.per_gpu)
+
+
 # -- regression: the implementation before per-GPU unions (kept as the reference) -------
 
 

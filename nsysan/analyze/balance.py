@@ -30,10 +30,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import polars as pl
 
 from nsysan.errors import SettingsError
-from nsysan.intervals import clip_to_windows, sort_if_needed, union_intervals, union_one_unit
+from nsysan.intervals import clip_to_windows, union_intervals, union_one_unit
 from nsysan.model import Trace
 from nsysan.settings import Settings
 
@@ -71,6 +72,10 @@ PERIOD_MIN_MATCH_SHARE = 0.9
 # name) and the kernels per GPU searched, to bound the cost on huge traces.
 PERIOD_CANDIDATES = 16
 PERIOD_SEARCH_KERNELS = 50_000
+# Up to this period, the median gap per phase is taken phase by phase (no grouping).
+MEDIAN_LOOP_PHASES = 64
+# Up to this many strings are matched by comparing with each, more by hashing.
+FEW_VALUES = 3
 
 IterationSource = Literal["nvtx", "kernel_sequence"]
 
@@ -171,27 +176,56 @@ def _gpu_windows(windows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _union_length(start: pl.Expr, end: pl.Expr) -> pl.Expr:
+    """Length of the union of intervals given in start order, without merging them.
+
+    Each interval adds its part past the furthest end of the intervals before it.
+    """
+    reach = end.cum_max().shift(1)
+    return (end - pl.max_horizontal(start, reach)).clip(lower_bound=0).sum()
+
+
 def _union_ns(union: pl.DataFrame) -> int:
     return int(union.select((pl.col(END) - pl.col(START)).sum()).item())
+
+
+def _is_union_inside(intervals: pl.DataFrame, start: int, end: int) -> bool:
+    """Whether ``intervals`` already are a union inside ``[start, end]``: no null bound,
+    in time order with positive space between them (the busy union handed in)."""
+    s, e = pl.col(START), pl.col(END)
+    check = (
+        (s.null_count() + e.null_count() == 0)
+        & (s.min() >= start)
+        & (e.max() <= end)
+        & (s <= e).all()
+        & (s > e.shift(1)).all()
+    )
+    return bool(intervals.select(check).item())
 
 
 def _busy_by_gpu(busy: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.DataFrame]:
     """Per GPU of ``windows``, the union of its busy intervals inside its window (``_union``).
 
     The intervals of ``union_intervals(clip_to_windows(busy, windows, "gpu"), "gpu")``,
-    one GPU at a time: no join and no grouping over millions of intervals.
+    one GPU at a time: no join and no grouping over millions of intervals. A busy union
+    handed in (``BusyResult.intervals``) is taken as it is.
     """
     # The library's checks (bounds in order, valid windows) run on the only rows that
     # can fail them.
     clip_to_windows(busy.filter(pl.col(END) < pl.col(START)), windows, by=GPU)
-    return {
-        gpu: union_one_unit(
-            busy.filter(
-                (pl.col(GPU) == gpu) & (pl.col(END) >= start) & (pl.col(START) <= end)
-            ).select(pl.col(START).clip(lower_bound=start), pl.col(END).clip(upper_bound=end))
-        )
-        for gpu, start, end in windows.iter_rows()
-    }
+    unions = {}
+    for gpu, start, end in windows.iter_rows():
+        own = busy.filter(pl.col(GPU) == gpu).select(START, END)
+        if _is_union_inside(own, start, end):
+            length = pl.col(END) - pl.col(START)
+            unions[gpu] = own.with_columns((length.cum_sum() - length).alias("_before"))
+        else:
+            unions[gpu] = union_one_unit(
+                own.filter((pl.col(END) >= start) & (pl.col(START) <= end)).select(
+                    pl.col(START).clip(lower_bound=start), pl.col(END).clip(upper_bound=end)
+                )
+            )
+    return unions
 
 
 def _lookup(
@@ -253,10 +287,23 @@ def _nccl_names(kernels: pl.DataFrame) -> pl.Series:
     return names.filter(names.fill_null("").str.contains(NCCL_NAME_PATTERN))
 
 
+def _is_one_of(column: pl.Expr, values: list[str]) -> pl.Expr:
+    """Whether ``column`` holds one of ``values`` (False for null).
+
+    A few values are compared one by one: comparing strings mostly stops at their
+    length and prefix, which is cheaper than hashing millions of them.
+    """
+    if not values:
+        return pl.lit(False)
+    if len(values) <= FEW_VALUES:
+        return pl.any_horizontal(*(column == value for value in values)).fill_null(False)
+    return column.is_in(pl.Series(values, dtype=pl.String).implode()).fill_null(False)
+
+
 def _kernels_in_windows(kernels: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.DataFrame]:
     """Per GPU of ``windows``, its kernels clipped to its window (rows outside dropped)."""
     # A trace has millions of kernels but few distinct names: match each name once.
-    nccl = pl.col("short_name").is_in(_nccl_names(kernels).implode()).fill_null(False)
+    nccl = _is_one_of(pl.col("short_name"), _nccl_names(kernels).drop_nulls().sort().to_list())
     return {
         gpu: kernels.filter((pl.col(GPU) == gpu) & (pl.col(END) >= start) & (pl.col(START) <= end))
         .select(
@@ -270,6 +317,33 @@ def _kernels_in_windows(kernels: pl.DataFrame, windows: pl.DataFrame) -> dict[in
         .select("name", "short_name", START, END, "duration_ns", "nccl")
         for gpu, start, end in windows.iter_rows()
     }
+
+
+def _kernel_sums(kernels: pl.DataFrame) -> tuple[int, int, int, int]:
+    """One GPU's compute union, NCCL union, summed duration and count of its ``kernels``."""
+    bounds = kernels.select(START, END, "nccl", "duration_ns")
+    if not bounds.get_column(START).is_sorted():
+        bounds = bounds.sort(START)
+    s, e, duration = pl.col(START), pl.col(END), pl.col("duration_ns")
+    compute, nccl = ~pl.col("nccl"), pl.col("nccl")
+    # Kernels that never overlap (each starts where or after the one before it ends, as
+    # on a GPU running one stream) add up to their union.
+    if bounds.select((s >= e.shift(1)).all()).item():
+        sums = bounds.select(
+            duration.filter(compute).sum().alias("c"), duration.filter(nccl).sum().alias("n")
+        )
+    else:
+        sums = bounds.select(
+            _union_length(s.filter(compute), e.filter(compute)).alias("c"),
+            _union_length(s.filter(nccl), e.filter(nccl)).alias("n"),
+        )
+    compute_ns, nccl_ns = sums.row(0)
+    return (
+        int(compute_ns),
+        int(nccl_ns),
+        int(kernels.get_column("duration_ns").sum()),
+        kernels.height,
+    )
 
 
 def _per_gpu(
@@ -288,17 +362,7 @@ def _per_gpu(
             for own in kernels.values()
         ]
         union_intervals(pl.concat([_NO_KERNELS, *inverted]).select(START, END))
-    rows = [
-        (
-            gpu,
-            _union_ns(busy[gpu]),
-            _union_ns(union_one_unit(own.filter(~pl.col("nccl")).select(START, END))),
-            _union_ns(union_one_unit(own.filter(pl.col("nccl")).select(START, END))),
-            int(own.get_column("duration_ns").sum()),
-            own.height,
-        )
-        for gpu, own in kernels.items()
-    ]
+    rows = [(gpu, _union_ns(busy[gpu]), *_kernel_sums(own)) for gpu, own in kernels.items()]
     sums = pl.DataFrame(
         rows,
         schema={
@@ -483,7 +547,10 @@ def _empty_iterations() -> pl.DataFrame:
 
 def _contiguous(starts: pl.DataFrame, last_end: int | None) -> pl.DataFrame:
     """Iterations ``[start_k, start_k+1)``; the last ends at ``last_end`` (dropped if None)."""
-    s = starts.select(pl.col(START).cast(pl.Int64)).sort(START).unique(maintain_order=True)
+    s = starts.select(pl.col(START).cast(pl.Int64)).drop_nulls()
+    if not s.get_column(START).is_sorted():
+        s = s.sort(START)
+    s = s.filter((pl.col(START) != pl.col(START).shift(1)).fill_null(True))
     out = s.with_columns(pl.col(START).shift(-1).alias(END))
     if last_end is not None:
         out = out.with_columns(pl.col(END).fill_null(pl.lit(last_end, pl.Int64)))
@@ -596,88 +663,79 @@ def _gpu_side_ordinals(trace: Trace, ranges: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _kernel_sequences(kernels: pl.DataFrame) -> pl.DataFrame:
-    ordered = sort_if_needed(
-        kernels.select(GPU, "short_name", START, END).drop_nulls([GPU, START, END]),
-        GPU,
-        START,
-        END,
-    )
-    return ordered.select(
-        GPU,
-        pl.int_range(pl.len()).over(GPU).cast(pl.Int64).alias("idx"),
-        pl.col("short_name").fill_null(""),
-        START,
-        END,
+def _in_time_order(kernels: pl.DataFrame) -> bool:
+    """Whether one GPU's ``kernels`` are in (start, end) order, as the trace stores them."""
+    s, e = pl.col(START), pl.col(END)
+    return kernels.get_column(START).is_sorted() and bool(
+        kernels.select(((s != s.shift(1)) | (e >= e.shift(1))).all()).item()
     )
 
 
-def _periods(seq: pl.DataFrame) -> pl.DataFrame:
-    """Per GPU, the smallest period of its kernel-name sequence (see module constants)."""
-    head = seq.filter(pl.col("idx") < PERIOD_SEARCH_KERNELS)
-    distances = (
-        head.with_columns(
-            (pl.col("idx") - pl.col("idx").shift(1).over(GPU, "short_name")).alias("p")
-        )
-        .drop_nulls("p")
-        .group_by(GPU, "p")
-        .len()
-        .sort([GPU, "len", "p"], descending=[False, True, False])
-        .group_by(GPU, maintain_order=True)
-        .head(PERIOD_CANDIDATES)
+def _kernel_sequence(kernels: pl.DataFrame) -> pl.DataFrame:
+    """One GPU's kernels with bounds in (start, end) order: ``short_name`` (null as ""),
+    ``start_ns``, ``end_ns``."""
+    own = kernels.select(pl.col("short_name").fill_null(""), START, END).drop_nulls([START, END])
+    if not _in_time_order(own):
+        own = own.sort([START, END], maintain_order=True)
+    return own
+
+
+def _period(names: np.ndarray) -> int | None:
+    """The smallest period of a kernel-name sequence (names as integer codes), or None.
+
+    Candidates are the most frequent distances between repeats of a name.
+    """
+    order = np.argsort(names, kind="stable")
+    repeats = names[order[1:]] == names[order[:-1]]
+    distances, counts = np.unique((order[1:] - order[:-1])[repeats], return_counts=True)
+    # The most frequent first, ties to the shorter.
+    candidates = distances[np.lexsort((distances, -counts))[:PERIOD_CANDIDATES]]
+    for p in sorted(candidates.tolist()):
+        if names.size < ITERATION_MIN_COUNT * p:
+            continue
+        same = names[p:] == names[:-p]
+        if int(same.sum()) / same.size >= PERIOD_MIN_MATCH_SHARE and np.unique(names[:p]).size >= 2:
+            return p
+    return None
+
+
+def _phase_medians(gaps: pl.Series, period: int) -> list[float | None]:
+    """Per phase (position modulo ``period``), the median of ``gaps``."""
+    if period <= MEDIAN_LOOP_PHASES:
+        return [gaps.gather_every(period, phase).median() for phase in range(period)]  # type: ignore[misc]
+    return (
+        pl.DataFrame({"phase": pl.int_range(gaps.len(), eager=True) % period, "gap": gaps})
+        .group_by("phase")
+        .agg(pl.col("gap").median())
+        .sort("phase")
+        .get_column("gap")
+        .to_list()
     )
-    found = []
-    for p in sorted(set(distances.get_column("p").to_list())):  # one pass per candidate period
-        candidates = distances.filter(pl.col("p") == p).select(GPU)
-        stats = (
-            head.join(candidates, on=GPU)
-            .with_columns(
-                (pl.col("short_name") == pl.col("short_name").shift(-p).over(GPU)).alias("_same")
-            )
-            .group_by(GPU)
-            .agg(
-                pl.col("_same").drop_nulls().mean().alias("match_share"),
-                pl.col("short_name").filter(pl.col("idx") < p).n_unique().alias("distinct"),
-                pl.len().alias("n"),
-            )
-            .filter(
-                (pl.col("match_share") >= PERIOD_MIN_MATCH_SHARE)
-                & (pl.col("distinct") >= 2)
-                & (pl.col("n") >= ITERATION_MIN_COUNT * p)
-            )
-            .with_columns(pl.lit(p, pl.Int64).alias("period"))
-        )
-        found.append(stats.select(GPU, "period", "match_share"))
-    if not found:
-        return pl.DataFrame(schema={GPU: pl.Int32, "period": pl.Int64, "match_share": pl.Float64})
-    return pl.concat(found).sort(GPU, "period").group_by(GPU, maintain_order=True).first()
 
 
 def _sequence_iterations(kernels: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
     """Iterations from the repeated kernel sequence of the GPU that starts work first."""
-    seq = _kernel_sequences(kernels)
-    periods = _periods(seq)
-    if periods.is_empty():
+    by_gpu = kernels.filter(pl.col(GPU).is_not_null()).partition_by(GPU, as_dict=True)
+    found = []  # (first start, gpu, period, sequence)
+    for (gpu,), own in sorted(by_gpu.items()):
+        seq = _kernel_sequence(own)
+        head = seq.get_column("short_name").head(PERIOD_SEARCH_KERNELS)
+        period = _period(head.cast(pl.Categorical).to_physical().to_numpy())
+        if period is not None:
+            found.append((seq.item(0, START), gpu, period, seq))
+    if not found:
         return _empty_iterations(), None
-    firsts = seq.filter(pl.col("idx") == 0).select(GPU, pl.col(START).alias("_first"))
-    ref = periods.join(firsts, on=GPU).sort("_first", GPU).row(0, named=True)
-    gpu, period = ref[GPU], ref["period"]
-    own = seq.filter(pl.col(GPU) == gpu).with_columns(
-        (pl.col("idx") % period).alias("phase"),
-        (pl.col(START) - pl.col(END).cum_max().shift(1)).clip(0).alias("gap_before_ns"),
-    )
+    _, gpu, period, own = min(found, key=lambda f: f[:2])
+    gaps = own.select(
+        (pl.col(START) - pl.col(END).cum_max().shift(1)).clip(0).alias("gap_before_ns")
+    ).to_series()
     # The iteration starts where the GPU waits longest (median, so one long
     # warm-up gap does not decide it): after the step's sync or data loading.
-    phase = (
-        own.group_by("phase")
-        .agg(pl.col("gap_before_ns").median().alias("_gap"))
-        .sort(["_gap", "phase"], descending=[True, False], nulls_last=True)
-        .item(0, "phase")
-    )
-    starts = own.filter(pl.col("phase") == phase).select(START)
-    names = own.filter((pl.col("idx") >= phase) & (pl.col("idx") < phase + period)).get_column(
-        "short_name"
-    )
+    medians = _phase_medians(gaps, period)
+    # The longest median gap, the first such phase on a tie.
+    phase = max((p for p, m in enumerate(medians) if m is not None), key=lambda p: (medians[p], -p))
+    starts = own.get_column(START).gather_every(period, phase).to_frame()
+    names = own.get_column("short_name").slice(phase, period)
     label = f"GPU {gpu}: every {period} kernels from {names[0]} ({' → '.join(names.to_list())})"
     return _contiguous(starts, None), label
 
@@ -720,45 +778,78 @@ def find_iterations(
 # --- pipeline bubbles -------------------------------------------------------------------
 
 
+def _iteration_busy(iterations: pl.DataFrame, union: pl.DataFrame) -> pl.DataFrame:
+    """Per iteration (``start_ns``, ``end_ns``, in time order): ``busy_ns``, ``fill_ns`` and
+    ``drain_ns`` against one GPU's busy ``union``."""
+    length = pl.col(END) - pl.col(START)
+    if union.is_empty():
+        return iterations.select(
+            pl.lit(0, pl.Int64).alias("busy_ns"),
+            length.alias("fill_ns"),
+            pl.lit(0, pl.Int64).alias("drain_ns"),
+        )
+    # Found: the busy interval holding (or last before) the iteration start, with the
+    # start of the one after it, and the last one starting before the iteration end.
+    # A busy interval starting exactly at the end adds nothing before it, so the one
+    # found for ``end - 1`` gives the busy time before the end as well.
+    found = _lookup(
+        _lookup(
+            iterations,
+            START,
+            union.with_columns(pl.col(START).shift(-1).alias("_next")),
+            "backward",
+            "0",
+        ).with_columns((pl.col(END) - 1).alias("_probe")),
+        "_probe",
+        union,
+        "backward",
+        "2",
+    )
+    busy_ns = _busy_before(END, "2") - _busy_before(START, "0")
+    # Union intervals start in strictly increasing order, so the first one starting at
+    # or after the iteration start is the one found for it, or the next.
+    after = (
+        pl.when(pl.col("_s0").is_null())
+        .then(pl.lit(union.item(0, START)))
+        .when(pl.col("_s0") == pl.col(START))
+        .then(pl.col(START))
+        .otherwise(pl.col("_next"))
+    )
+    first_busy = pl.when(pl.col("_e0") > pl.col(START)).then(pl.col(START)).otherwise(after)
+    has_busy = first_busy.is_not_null() & (first_busy < pl.col(END))
+    last_busy = pl.min_horizontal(pl.col("_e2"), pl.col(END))
+    return found.select(
+        busy_ns.alias("busy_ns"),
+        pl.when(has_busy).then(first_busy - pl.col(START)).otherwise(length).alias("fill_ns"),
+        pl.when(has_busy).then(pl.col(END) - last_busy).otherwise(0).alias("drain_ns"),
+    )
+
+
 def _bubbles(
     iterations: pl.DataFrame, busy: dict[int, pl.DataFrame]
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per (iteration, GPU of ``busy``) the busy, idle, fill and drain time; their sums per GPU."""
+    # The iterations are contiguous, so their starts and ends are each in time order,
+    # as the as-of joins need.
+    bounds = iterations.select(START, END)
     length = pl.col(END) - pl.col(START)
-    # A busy interval starting exactly at the iteration end adds nothing before it,
-    # so the one found for ``end - 1`` gives the busy time before the end as well.
-    busy_ns = _busy_before(END, "2") - _busy_before(START, "0")
-    first_busy = pl.when(pl.col("_e0") > pl.col(START)).then(pl.col(START)).otherwise(pl.col("_s1"))
-    has_busy = first_busy.is_not_null() & (first_busy < pl.col(END))
-    fill = pl.when(has_busy).then(first_busy - pl.col(START)).otherwise(length)
-    last_busy = pl.min_horizontal(pl.col("_e2"), pl.col(END))
-    drain = pl.when(has_busy).then(pl.col(END) - last_busy).otherwise(0)
-    frames = {}
-    for gpu, table in busy.items():
-        # The iterations are contiguous, so their starts and ends are each in time
-        # order, as the as-of joins need. Found: the busy interval holding (or last
-        # before) the iteration start, the first one starting at or after it, and the
-        # last one starting before the iteration end.
-        found = _lookup(
-            _lookup(
-                _lookup(iterations, START, table, "backward", "0"), START, table, "forward", "1"
-            ).with_columns((pl.col(END) - 1).alias("_probe")),
-            "_probe",
-            table,
-            "backward",
-            "2",
-        )
-        frames[gpu] = found.select(
+    frames = [
+        pl.concat(
+            [iterations.select("iteration", START, END), _iteration_busy(bounds, table)],
+            how="horizontal",
+        ).select(
             "iteration",
             pl.lit(gpu, pl.Int32).alias(GPU),
             START,
             END,
             length.alias("iteration_ns"),
-            busy_ns.alias("busy_ns"),
-            (length - busy_ns).alias("idle_ns"),
-            fill.cast(pl.Int64).alias("fill_ns"),
-            drain.cast(pl.Int64).alias("drain_ns"),
+            "busy_ns",
+            (length - pl.col("busy_ns")).alias("idle_ns"),
+            "fill_ns",
+            "drain_ns",
         )
+        for gpu, table in busy.items()
+    ]
     times = ("iteration_ns", "busy_ns", "idle_ns", "fill_ns", "drain_ns")
     sums = [
         frame.select(
@@ -766,16 +857,18 @@ def _bubbles(
             pl.len().cast(pl.Int64).alias("iterations"),
             *[pl.col(c).sum() for c in times],
         )
-        for gpu, frame in frames.items()
+        for gpu, frame in zip(busy, frames, strict=True)
     ]
-    # The schemas first, for a trace without GPUs. The GPUs come in ascending order
-    # (``busy``), each in iteration order: a stable sort interleaves them.
-    bubbles = pl.concat([pl.DataFrame(schema=_BUBBLES), *frames.values()])
+    # The schemas first, for a trace without GPUs. Iteration by iteration, the GPUs in
+    # ascending order (``busy``): row k of GPU g goes to k * GPUs + g.
+    bubbles = pl.concat([pl.DataFrame(schema=_BUBBLES), *frames])
+    numbers = iterations.get_column("iteration")
+    if frames and (numbers.diff().drop_nulls() > 0).all():
+        bubbles = bubbles[np.arange(bubbles.height).reshape(len(frames), -1).T.ravel()]
+    else:
+        bubbles = bubbles.sort("iteration", maintain_order=True)
     per_gpu = pl.concat([pl.DataFrame(schema=_BUBBLE_SUMS), *sums])
-    return (
-        _with_bubble_shares(bubbles.sort("iteration", maintain_order=True)),
-        _with_bubble_shares(per_gpu).sort(GPU),
-    )
+    return _with_bubble_shares(bubbles), _with_bubble_shares(per_gpu).sort(GPU)
 
 
 def _with_bubble_shares(df: pl.DataFrame) -> pl.DataFrame:

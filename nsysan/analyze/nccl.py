@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from nsysan.intervals import clip_to_windows, sort_if_needed, union_one_unit
+from nsysan.intervals import clip_to_windows, sort_if_needed
 
 __all__ = [
     "COLLECTIVES",
@@ -109,6 +109,8 @@ _NO_ID = -1
 _BY_STREAM = "stream"
 _POOLED = "collective"
 _GROUP = ("collective", "stream_rank")
+# Up to this many strings are matched by comparing with each, more by hashing.
+_FEW_VALUES = 3
 _INSTANCE = ("collective", "stream_rank", "ordinal")
 
 
@@ -225,47 +227,57 @@ def _length_ns(union: pl.DataFrame) -> int:
     return int(union.select((pl.col("end_ns") - pl.col("start_ns")).sum()).item())
 
 
-def _unions_in_windows(intervals: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.DataFrame]:
-    """Per GPU of ``windows``, the union of its intervals inside its window (``_union``).
+def _union_length(start: pl.Expr, end: pl.Expr) -> pl.Expr:
+    """Length of the union of intervals given in start order, without merging them.
 
-    The intervals of ``union_intervals(clip_to_windows(intervals, windows, "gpu"),
-    "gpu")``, one GPU at a time: no join and no grouping over millions of intervals.
+    Each interval adds its part past the furthest end of the intervals before it.
     """
-    # The library's checks (bounds in order, one valid window per GPU) run on the only
-    # rows that can fail them.
-    clip_to_windows(intervals.filter(pl.col("end_ns") < pl.col("start_ns")), windows, by="gpu")
-    return {
-        gpu: union_one_unit(
-            intervals.filter(
-                (pl.col("gpu") == gpu) & (pl.col("end_ns") >= start) & (pl.col("start_ns") <= end)
-            ).select(
-                pl.col("start_ns").clip(lower_bound=start), pl.col("end_ns").clip(upper_bound=end)
-            )
-        )
-        for gpu, start, end in windows.iter_rows()
-    }
+    reach = end.cum_max().shift(1)
+    return (end - pl.max_horizontal(start, reach)).clip(lower_bound=0).sum()
 
 
-def _covered_ns(union: pl.DataFrame, covering: pl.DataFrame) -> int:
-    """How much of one GPU's disjoint ``union`` its ``covering`` union covers (both ``_union``)."""
-    table = covering.rename({"start_ns": "_s", "end_ns": "_e"})
-    inside = {}
-    for at in ("start_ns", "end_ns"):
-        found = union.select(at).join_asof(
-            table, left_on=at, right_on="_s", strategy="backward", check_sortedness=False
-        )
-        before = pl.col("_before") + pl.min_horizontal(
-            pl.col(at) - pl.col("_s"), pl.col("_e") - pl.col("_s")
-        )
-        inside[at] = int(found.select(before.fill_null(0).sum()).item())
-    return inside["end_ns"] - inside["start_ns"]
+def _is_one_of(column: pl.Expr, values: list[str]) -> pl.Expr:
+    """Whether ``column`` holds one of ``values`` (False for null).
+
+    A few values are compared one by one: comparing strings mostly stops at their
+    length and prefix, which is cheaper than hashing millions of them.
+    """
+    if not values:
+        return pl.lit(False)
+    if len(values) <= _FEW_VALUES:
+        return pl.any_horizontal(*(column == value for value in values)).fill_null(False)
+    return column.is_in(pl.Series(values, dtype=pl.String).implode()).fill_null(False)
 
 
-def _time_stats(nccl: pl.DataFrame, compute: dict[int, pl.DataFrame]) -> pl.DataFrame:
+def _busy_ns(busy: pl.DataFrame, gpu: int, start: int, end: int) -> int:
+    """Length of the union of one GPU's ``busy`` intervals inside its window ``[start, end]``."""
+    own = busy.filter(pl.col("gpu") == gpu).select("start_ns", "end_ns")
+    s, e = pl.col("start_ns"), pl.col("end_ns")
+    # A busy union handed in (``BusyResult.intervals``) needs no clipping or merging.
+    is_union_inside = (
+        (s.null_count() + e.null_count() == 0)
+        & (s.min() >= start)
+        & (e.max() <= end)
+        & (s <= e).all()
+        & (s > e.shift(1)).all()
+    )
+    if own.select(is_union_inside).item():
+        return _length_ns(own)
+    clipped = own.filter((e >= start) & (s <= end)).select(
+        s.clip(lower_bound=start), e.clip(upper_bound=end)
+    )
+    if not clipped.get_column("start_ns").is_sorted():
+        clipped = clipped.sort("start_ns")
+    return int(clipped.select(_union_length(s, e)).item())
+
+
+def _time_stats(
+    nccl: pl.DataFrame, kernels: pl.DataFrame, labels: dict[str, list[str]], windows: pl.DataFrame
+) -> pl.DataFrame:
     """Per (gpu, collective incl. all): kernel counts, NCCL union and its compute overlap.
 
-    ``nccl``: the NCCL kernels with their window columns; ``compute``: per GPU, the
-    union of the other kernels in its window (``_unions_in_windows``).
+    ``nccl``: the NCCL kernels with their window columns; ``kernels``: all kernels with
+    ``_label`` and ``_nccl``; ``labels``: the kernel labels of each collective.
     """
     inside = nccl.filter(pl.col("in_window")).select(
         "gpu",
@@ -280,17 +292,46 @@ def _time_stats(nccl: pl.DataFrame, compute: dict[int, pl.DataFrame]) -> pl.Data
             (pl.col("end_ns") - pl.col("start_ns")).sum().alias("kernel_ns"),
         )
     )
+    present: dict[int, list[str]] = {}
+    for gpu, collective in inside.select(keys).unique().sort(keys).iter_rows():
+        present.setdefault(gpu, []).append(collective)
     rows = []
-    for (gpu,), own in inside.partition_by("gpu", as_dict=True).items():
-        groups = {_ALL: own} | {
-            collective: own.filter(pl.col("collective") == collective)
-            for collective in own.get_column("collective").unique()
-        }
-        # One pass per GPU and collective, never per kernel. Compute time inside the
-        # disjoint NCCL union adds up to |NCCL ∩ compute|.
-        for collective, group in groups.items():
-            union = union_one_unit(group.select("start_ns", "end_ns"))
-            rows.append((gpu, collective, _length_ns(union), _covered_ns(union, compute[gpu])))
+    s, e = pl.col("start_ns"), pl.col("end_ns")
+    for gpu, start, end in windows.iter_rows():
+        if gpu not in present:
+            continue
+        several = len(present[gpu]) > 1
+        own = kernels.filter((pl.col("gpu") == gpu) & (e >= start) & (s <= end)).select(
+            s.clip(lower_bound=start),
+            e.clip(upper_bound=end),
+            "_nccl",
+            *(["_label"] if several else []),
+        )
+        if not own.get_column("start_ns").is_sorted():
+            own = own.sort("start_ns")
+        # Kernels that never overlap (each starts where or after the one before it ends,
+        # as on a GPU running one stream) add up to their union and overlap nothing.
+        if own.select((s >= e.shift(1)).all()).item():
+            rows.extend((gpu, c, None, 0) for c in [_ALL, *present[gpu]])
+            continue
+        # One pass per GPU and collective, never per kernel: with C the compute union
+        # and N an NCCL union, |N ∩ C| = |N| + |C| - |N ∪ C|.
+        compute = ~pl.col("_nccl")
+        masks = {_ALL: pl.col("_nccl")}
+        if several:  # else the one collective is all of the GPU's NCCL time
+            masks |= {c: _is_one_of(pl.col("_label"), labels[c]) for c in present[gpu]}
+        found = own.select(
+            _union_length(s.filter(compute), e.filter(compute)).alias("_compute"),
+            *(_union_length(s.filter(m), e.filter(m)).alias(f"n{c}") for c, m in masks.items()),
+            *(
+                _union_length(s.filter(compute | m), e.filter(compute | m)).alias(f"u{c}")
+                for c, m in masks.items()
+            ),
+        ).row(0, named=True)
+        for collective in [_ALL, *present[gpu]]:
+            c = collective if collective in masks else _ALL
+            nccl_ns, either_ns = found[f"n{c}"], found[f"u{c}"]
+            rows.append((gpu, collective, nccl_ns, nccl_ns + found["_compute"] - either_ns))
     lengths = pl.DataFrame(
         rows,
         schema={
@@ -301,17 +342,18 @@ def _time_stats(nccl: pl.DataFrame, compute: dict[int, pl.DataFrame]) -> pl.Data
         },
         orient="row",
     )
+    # A null NCCL union stands for the summed kernel time (kernels that never overlap).
     return (
         counts.join(lengths, on=keys, how="left")
-        .with_columns(pl.col("nccl_ns", "overlap_ns").fill_null(0))
+        .with_columns(
+            pl.col("nccl_ns").fill_null(pl.col("kernel_ns")), pl.col("overlap_ns").fill_null(0)
+        )
         .select(*keys, "kernels", "kernel_ns", pl.col("nccl_ns", "overlap_ns").cast(pl.Int64))
     )
 
 
-def _match_instances(kernels: pl.DataFrame) -> pl.DataFrame:
-    """The NCCL ``kernels`` (whole trace) with ``stream_rank``, ``ordinal``, ``match_mode``,
-    ``matched`` and the group figures ``gpus``, ``min_count``, ``max_count``."""
-    nccl = kernels.with_columns(pl.col(list(_STREAM)).fill_null(_NO_ID))
+def _stream_ranks(nccl: pl.DataFrame) -> pl.DataFrame:
+    """Per (gpu, collective, stream): ``stream_rank`` and the collective's ``match_mode``."""
     per_stream = ["gpu", "collective", *_STREAM]
     streams = (
         nccl.group_by(per_stream)
@@ -329,16 +371,36 @@ def _match_instances(kernels: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit(_POOLED))
         .alias("match_mode")
     )
-    streams = streams.join(mode, on="collective").with_columns(
-        pl.when(pl.col("match_mode") == _BY_STREAM)
-        .then(pl.col("_rank"))
-        .otherwise(0)
-        .cast(pl.Int64)
-        .alias("stream_rank")
+    return (
+        streams.join(mode, on="collective")
+        .with_columns(
+            pl.when(pl.col("match_mode") == _BY_STREAM)
+            .then(pl.col("_rank"))
+            .otherwise(0)
+            .cast(pl.Int64)
+            .alias("stream_rank")
+        )
+        .select(*per_stream, "stream_rank", "match_mode")
     )
+
+
+def _match_instances(kernels: pl.DataFrame) -> pl.DataFrame:
+    """The NCCL ``kernels`` (whole trace) with ``stream_rank``, ``ordinal``, ``match_mode``,
+    ``matched`` and the group figures ``gpus``, ``min_count``, ``max_count``."""
+    nccl = kernels.with_columns(pl.col(list(_STREAM)).fill_null(_NO_ID))
+    per_stream = ["gpu", "collective", *_STREAM]
+    one_stream = nccl.group_by("gpu").agg(
+        pl.all_horizontal(pl.col(c).min() == pl.col(c).max() for c in _STREAM).alias("_one")
+    )
+    if one_stream.get_column("_one").all():
+        # Each GPU runs its NCCL kernels on one stream: every collective pairs by stream.
+        ranked = nccl.with_columns(
+            pl.lit(0, pl.Int64).alias("stream_rank"), pl.lit(_BY_STREAM).alias("match_mode")
+        )
+    else:
+        ranked = nccl.join(_stream_ranks(nccl), on=per_stream)
     nccl = sort_if_needed(
-        nccl.join(streams.select(*per_stream, "stream_rank", "match_mode"), on=per_stream),
-        *("gpu", *_GROUP, "start_ns", "end_ns", *_STREAM, "correlation_id"),
+        ranked, *("gpu", *_GROUP, "start_ns", "end_ns", *_STREAM, "correlation_id")
     ).with_columns(
         pl.int_range(pl.len()).over("gpu", *_GROUP).cast(pl.Int64).alias("ordinal"),
         pl.len().over("gpu", *_GROUP).cast(pl.Int64).alias("_count"),
@@ -469,30 +531,42 @@ def measure_nccl(
     :param windows: ``gpu, window_start_ns, window_end_ns``, one row per GPU.
     """
     w = windows.select("gpu", "window_start_ns", "window_end_ns")
-    labelled = (
-        trace_kernels.select(*_KERNEL_COLUMNS)
-        .filter(
-            pl.col("gpu").is_not_null()
-            & pl.col("start_ns").is_not_null()
-            & pl.col("end_ns").is_not_null()
-            & (pl.col("end_ns") >= pl.col("start_ns"))
-        )
-        .with_columns(_kernel_label().alias("_label"))
+    kernels = trace_kernels.select(*_KERNEL_COLUMNS)
+    # The library's checks (one valid window per GPU, busy bounds in order) run on the
+    # only rows that can fail them.
+    clip_to_windows(kernels.select("gpu", "start_ns", "end_ns").clear(), w, by="gpu")
+    clip_to_windows(
+        busy.select("gpu", "start_ns", "end_ns").filter(pl.col("end_ns") < pl.col("start_ns")),
+        w,
+        by="gpu",
     )
+    valid = (
+        pl.col("gpu").is_not_null()
+        & pl.col("start_ns").is_not_null()
+        & pl.col("end_ns").is_not_null()
+        & (pl.col("end_ns") >= pl.col("start_ns"))
+    )
+    if not kernels.select(valid.all()).item():
+        kernels = kernels.filter(valid)
+    kernels = kernels.with_columns(_kernel_label().alias("_label"))
     # A trace has millions of kernels but few distinct names: parse each name once.
-    names = _classify_labels(labelled.select("_label").unique()).filter(pl.col("is_nccl"))
-    labelled = labelled.with_columns(
-        pl.col("_label").is_in(names.get_column("_label").implode()).fill_null(False).alias("_nccl")
+    names = _classify_labels(kernels.select("_label").unique()).filter(pl.col("is_nccl"))
+    labels: dict[str, list[str]] = {}
+    for label, collective in names.select("_label", "collective").sort("_label").iter_rows():
+        labels.setdefault(collective, []).append(label)
+    kernels = kernels.with_columns(
+        _is_one_of(pl.col("_label"), names.get_column("_label").sort().to_list()).alias("_nccl")
     )
     nccl = _with_window(
-        labelled.filter(pl.col("_nccl"))
-        .drop("_nccl")
-        .join(names, on="_label", how="left")
-        .drop("_label"),
+        kernels.select("gpu", "start_ns", "end_ns", *_STREAM, "correlation_id", "_label", "_nccl")
+        .filter(pl.col("_nccl"))
+        .with_columns(
+            pl.col("_label")
+            .replace_strict(names.get_column("_label"), names.get_column("collective"))
+            .alias("collective")
+        )
+        .drop("_label", "_nccl"),
         w,
-    )
-    compute = _unions_in_windows(
-        labelled.select("gpu", "start_ns", "end_ns", "_nccl").filter(~pl.col("_nccl")), w
     )
     keys = ["gpu", "collective"]
 
@@ -500,7 +574,7 @@ def measure_nccl(
     instance_kernels = _instance_kernels(matched)
     instances = _instances(instance_kernels)
     stats = (
-        _time_stats(nccl, compute)
+        _time_stats(nccl, kernels, labels, w)
         .rename({"kernels": "nccl_kernels", "kernel_ns": "nccl_kernel_ns"})
         .join(_wait_stats(matched, instance_kernels), on=keys, how="left")
         .with_columns(pl.col(list(_STAT_COLUMNS)).fill_null(0).cast(pl.Int64))
@@ -511,12 +585,7 @@ def measure_nccl(
     ]
 
     busy_ns = pl.DataFrame(
-        [
-            (gpu, _length_ns(union))
-            for gpu, union in _unions_in_windows(
-                busy.select("gpu", "start_ns", "end_ns"), w
-            ).items()
-        ],
+        [(gpu, _busy_ns(busy, gpu, start, end)) for gpu, start, end in w.iter_rows()],
         schema={"gpu": w.schema["gpu"], "busy_ns": pl.Int64},
         orient="row",
     )
