@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 import nsysan
+import nsysan.analyze.host as host_module
 from nsysan import model
 from nsysan.analyze.busy import measure_busy
 from nsysan.analyze.gaps import measure_gaps
@@ -188,6 +189,55 @@ def test_every_cause_and_precedence_in_one_gap() -> None:
     }
     assert row["cause"] == "cuda_sync"  # ties go to the earlier cause in CAUSES
     assert row["nvtx_text"] == "tokenizer"
+
+
+@pytest.mark.parametrize(("big", "packed"), [(2**20, True), (2**45, False)])
+def test_ids_too_wide_to_pack_give_the_same_attribution(
+    big: int, packed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Look-ups pack (source, pid, id) and (source, pid, tid) into one integer when they
+    # fit in 62 bits; wider ids take the join path. Both must agree.
+    def trace(pid: int, tid: int, corr: int) -> model.Trace:
+        who = {"pid": pid, "tid": tid}
+        kernels = [
+            {"start_ns": 0, "end_ns": 100, "correlation_id": corr + 1, "pid": pid},
+            {"start_ns": 1_000, "end_ns": 1_100, "correlation_id": corr + 2, "pid": pid},
+            {"start_ns": 1_000, "end_ns": 1_050, "correlation_id": corr + 3, "pid": pid},
+            {"start_ns": 2_000, "end_ns": 2_100, "correlation_id": corr + 4, "pid": pid},
+        ]
+        calls = [
+            launch(-50, -40, corr=corr + 1, **who),
+            launch(900, 950, corr=corr + 2, **who),
+            launch(890, 960, corr=corr + 2, **who),
+            launch(10, 20, corr=corr + 3, **who),
+            launch(1_500, 1_600, corr=corr + 4, **who),
+            api(1_200, 1_400, "cudaStreamSynchronize", **who),
+        ]
+        return make_trace(
+            kernels=kernels,
+            cuda_api=calls,
+            osrt=[os_call(250, 500, "pthread_mutex_lock", **who)],
+            sched=off_cpu(450, 700, **who),
+            nvtx=[rng(600, 850, "tokenizer", **who)],
+        )
+
+    ids = ["pid", "tid", "next_correlation_id"]
+    small = run(trace(PID, TID, 0))
+    unpacked = []
+    original = host_module._launch_of_unpacked
+    monkeypatch.setattr(
+        host_module,
+        "_launch_of_unpacked",
+        lambda *a: unpacked.append(1) or original(*a),  # type: ignore[func-returns-value]
+    )
+    wide = run(trace(big, big + 1, big))
+    assert bool(unpacked) is not packed
+    assert wide.gaps["pid"].unique().to_list() == [big]
+    assert wide.gaps["next_correlation_id"].drop_nulls().min() > big
+    assert_frame_equal(small.gaps.drop(ids), wide.gaps.drop(ids))
+    assert_frame_equal(small.per_gpu, wide.per_gpu)
+    assert_frame_equal(small.nvtx, wide.nvtx)
+    assert small.per_gpu["cuda_sync_ns"].item() > 0 and small.per_gpu["nvtx_ns"].item() > 0
 
 
 def test_work_queued_before_the_gap_is_a_gpu_side_wait() -> None:

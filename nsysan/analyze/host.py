@@ -50,12 +50,15 @@ Definition (docs/metrics/host.md):
 * **Unavailable.** A cause whose table is missing (:attr:`Capabilities.present`) is
   never assigned; :attr:`HostResult.unavailable` names it with the reason.
 
-How, without a loop over gaps or threads (millions of each in big exports): the
-next operation and its launch call are exact as-of joins on sorted tables; one sweep
+How, without a loop over gaps (millions in big exports): the next operation is an
+exact as-of join on the kernels, which ingest keeps in (gpu, start) order, so neither
+side is sorted again; only operations tied at one instant are ranked. The launch call
+is one binary search over the CUDA API rows keyed by (source, pid, correlation id)
+packed into one integer (an as-of join when the ids are too wide to pack). One sweep
 over the edges of the feeding threads' intervals cuts their timelines into segments
 of one cause; running totals of each cause's time over the segments, read at both
-ends of a host portion with as-of joins, give the portion's split; only portions
-inside NVTX ranges meet the named segments one by one, for the text.
+ends of a host portion with one binary search per thread, give the portion's split;
+only portions inside NVTX ranges meet the named segments one by one, for the text.
 """
 
 from __future__ import annotations
@@ -64,8 +67,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import numpy as np
 import polars as pl
 
+from nsysan.intervals import sort_if_needed
 from nsysan.model import Capabilities, Trace
 from nsysan.settings import Settings
 
@@ -118,7 +123,11 @@ CAUSES = (
 )
 # Per-segment causes as an Enum: a million string literals are slow to build.
 _HOST_CAUSE = pl.Enum(HOST_CAUSES)
+_CAUSE_SERIES = pl.Series(HOST_CAUSES, dtype=_HOST_CAUSE)
+# Low bits of a sweep event: 2 x layer + (1 if it opens).
+_KIND_BITS = 4
 # Causes that happen on the host (for host_share); gpu_wait and no_launch_record do not.
+_CAUSE_NAMES = pl.Series(CAUSES, dtype=pl.String)
 HOST_SIDE_CAUSES = (*HOST_CAUSES, "unattributed", "unattributed_no_data", "launch_call")
 CAUSE_LABELS = {
     "cuda_sync": "in a CUDA synchronizing call",
@@ -346,29 +355,63 @@ def _run_ends(cols: Sequence[str]) -> pl.Expr:
 _KIND_ORDER = ("kernel", "memcpy", "memset")
 
 
-def _operations(trace: Trace) -> pl.LazyFrame:
-    cols = ["source", "pid", "device_id", "gpu", "correlation_id", "start_ns"]
-    parts = [
-        trace.table(table).lazy().select(*cols, pl.lit(rank, dtype=pl.Int8).alias("_kind_rank"))
-        for rank, table in enumerate(("kernels", "memcpy", "memset"))
-    ]
-    return pl.concat(parts).drop_nulls(["gpu", "start_ns"])
+def _by_gpu_then(df: pl.DataFrame, col: str) -> pl.DataFrame:
+    """``df`` in (gpu, ``col``) order: ordered by ``col`` within every unit.
+
+    That is all an as-of join ``by`` the unit keys needs (a unit is one GPU or a
+    process-device on one GPU). The ingested kernels and the gaps already are in that
+    order, so they usually cost one check.
+    """
+    return sort_if_needed(df, "gpu", col)
 
 
-# The look-ups below are exact (tolerance 0) as-of joins on sorted tables: on
-# millions of rows several times faster than hash joins on several keys. A backward
-# as-of join takes the last of the rows sharing a key, so ties are sorted with the
-# preferred row last.
+def _preferred_per_instant(
+    df: pl.DataFrame, keys: Sequence[str], at: str, prefer: Sequence[str]
+) -> pl.DataFrame:
+    """One row per (``keys``, ``at``): the smallest by ``prefer``, then the first in the table.
 
-
-def _next_operations(gaps: pl.LazyFrame, ops: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
-    """``gaps`` plus the operation starting exactly at each gap's end, if any."""
-    preferred_last = _sorted(
-        ops.drop_nulls([*keys, "start_ns"]),
-        ["_kind_rank", "source", "pid", "correlation_id"],
-        descending=True,
+    ``df`` is ordered by ``at`` within ``keys`` groups; the order is kept. Only rows
+    sharing their instant with a neighbour are ranked (in real traces a few), so
+    no full-table sort is needed.
+    """
+    keys = list(keys)
+    same = pl.col(at).eq_missing(pl.col(at).shift(1))
+    tied_with_next = pl.col(at).eq_missing(pl.col(at).shift(-1))
+    indexed = df.with_row_index("_row")
+    tied = indexed.filter(same | tied_with_next)
+    if tied.is_empty():
+        return df
+    losers = (
+        tied.lazy()
+        .sort([*keys, at, *prefer, "_row"])
+        .filter(~_run_starts([*keys, at]))
+        .select("_row")
+        .collect(engine=_ENGINE)
     )
-    starts = preferred_last.sort("start_ns", maintain_order=True).select(
+    return indexed.filter(~pl.col("_row").is_in(losers["_row"].implode())).drop("_row")
+
+
+_OPERATION_COLUMNS = ["source", "pid", "device_id", "gpu", "correlation_id", "start_ns"]
+
+
+def _starting_operations(
+    trace: Trace, keys: list[str], tables: Sequence[str], ranks: Sequence[int]
+) -> pl.DataFrame:
+    """The preferred operation of ``tables`` per (unit, start): columns ready for the look-up."""
+    parts = [
+        trace.table(table).select(
+            *_OPERATION_COLUMNS, pl.lit(rank, dtype=pl.Int8).alias("_kind_rank")
+        )
+        for table, rank in zip(tables, ranks, strict=True)
+    ]
+    ops = (parts[0] if len(parts) == 1 else pl.concat(parts)).drop_nulls(
+        list(dict.fromkeys(["gpu", *keys, "start_ns"]))
+    )
+    ops = _by_gpu_then(ops, "start_ns")
+    ops = _preferred_per_instant(
+        ops, keys, "start_ns", ["_kind_rank", "source", "pid", "correlation_id"]
+    )
+    return ops.select(
         *keys,
         pl.col("start_ns").alias("_op_start"),
         pl.col("source").alias("_feed_source"),
@@ -376,24 +419,81 @@ def _next_operations(gaps: pl.LazyFrame, ops: pl.LazyFrame, keys: list[str]) -> 
         pl.col("correlation_id").alias("next_correlation_id"),
         "_kind_rank",
     )
-    return (
-        gaps.sort("end_ns")
-        .join_asof(
-            starts,
-            left_on="end_ns",
-            right_on="_op_start",
-            by=keys,
-            strategy="backward",
-            tolerance=0,
-            check_sortedness=False,
-        )
-        .drop("_op_start")
+
+
+def _operation_at(gaps: pl.DataFrame, ops: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``gaps`` (ordered by end within unit) plus the operation of ``ops`` starting at their end."""
+    return gaps.join_asof(
+        ops,
+        left_on="end_ns",
+        right_on="_op_start",
+        by=keys,
+        strategy="backward",
+        tolerance=0,
+        check_sortedness=False,
+    ).drop("_op_start")
+
+
+def _next_operations(trace: Trace, gaps: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``gaps`` plus the operation starting exactly at each gap's end, if any.
+
+    A kernel is preferred to a memcpy or memset at the same instant, so the kernels
+    (millions of rows, already in start order) are searched first and only the
+    gaps no kernel ends are searched among the copies and sets.
+    """
+    gaps = _by_gpu_then(gaps, "end_ns")
+    found = _operation_at(gaps, _starting_operations(trace, keys, ["kernels"], [0]), keys)
+    if trace.memcpy.is_empty() and trace.memset.is_empty():
+        return found
+    missing = found.filter(pl.col("_kind_rank").is_null())
+    if missing.is_empty():
+        return found
+    copies = _starting_operations(trace, keys, ["memcpy", "memset"], [1, 2])
+    return pl.concat(
+        [
+            found.filter(pl.col("_kind_rank").is_not_null()),
+            _operation_at(missing.select(gaps.columns), copies, keys),
+        ]
     )
 
 
-def _launch_calls(cuda_api: pl.DataFrame) -> pl.LazyFrame:
-    """CUDA API rows by correlation id; among equal ids the earliest-starting one last."""
-    calls = cuda_api.lazy().select(
+# A process and a correlation id packed into one integer: (source, pid, id) in that
+# order of significance, when the three fit in 62 bits (in every real trace: ids are
+# 32-bit, pids under 2^22). Then finding each gap's launch call is one binary search.
+_PACKED_BITS = 62
+_CALL_KEYS = ["_feed_source", "_feed_pid", "next_correlation_id"]
+
+
+def _bit_widths(frames: Sequence[pl.DataFrame], cols: Sequence[str]) -> list[int] | None:
+    """Bits per column that hold every value of ``cols`` in ``frames``; None if negative."""
+    widths = []
+    for col in cols:
+        values = [f[col] for f in frames if f[col].null_count() < f.height]
+        if not values:
+            widths.append(0)
+            continue
+        if min(v.min() for v in values) < 0:  # type: ignore[operator]
+            return None
+        widths.append(max(int(v.max()) for v in values).bit_length())  # type: ignore[arg-type]
+    return widths
+
+
+def _packed_key(cols: Sequence[str], widths: Sequence[int]) -> pl.Expr:
+    """``cols`` packed into one Int64 that sorts like the tuple (null where any is null)."""
+    key = pl.lit(0, dtype=pl.Int64)
+    for col, width in zip(cols, widths, strict=True):
+        key = key * (1 << width) + pl.col(col).cast(pl.Int64)
+    return key
+
+
+def _packed(df: pl.DataFrame, cols: Sequence[str], widths: Sequence[int]) -> pl.Series:
+    """``cols`` of ``df`` packed by :func:`_packed_key`, as a Series named ``_key``."""
+    return df.select(_packed_key(cols, widths).alias("_key")).to_series()
+
+
+def _launch_calls(cuda_api: pl.DataFrame) -> pl.DataFrame:
+    """CUDA API rows that can be launch calls, named for the gap table."""
+    return cuda_api.select(
         pl.col("correlation_id").alias("next_correlation_id"),
         pl.col("source").alias("_feed_source"),
         pl.col("pid").alias("_feed_pid"),
@@ -401,30 +501,65 @@ def _launch_calls(cuda_api: pl.DataFrame) -> pl.LazyFrame:
         pl.col("name").alias("launch_name"),
         pl.col("start_ns").alias("launch_start_ns"),
         pl.col("end_ns").alias("launch_end_ns"),
-    )
-    # Reversed first, so that of identical calls the first in the table comes last.
-    preferred_last = _sorted(
-        calls.drop_nulls(["next_correlation_id", "launch_start_ns", "launch_end_ns"]).reverse(),
-        ["launch_start_ns", "launch_end_ns"],
-        descending=True,
-    )
-    return preferred_last.sort("next_correlation_id", maintain_order=True)
+    ).drop_nulls(["next_correlation_id", "launch_start_ns", "launch_end_ns"])
 
 
-def _feeding_launches(trace: Trace, gaps: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
-    """``gaps`` plus the next operation and its launch call, where found (in no set order)."""
+_PREFERRED_CALL = ["launch_start_ns", "launch_end_ns"]
+
+
+def _launch_of(found: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """``found`` plus, per row, the call with its (source, pid, correlation id), row order kept.
+
+    Of calls sharing an id, the earliest-starting (then earliest-ending, then first
+    in the table).
+    """
+    widths = _bit_widths([found, calls], _CALL_KEYS)
+    if widths is None or sum(widths) > _PACKED_BITS:
+        return _launch_of_unpacked(found, calls)
+    ordered = calls.with_columns(_packed(calls, _CALL_KEYS, widths))
+    if not ordered["_key"].is_sorted():
+        ordered = ordered.sort("_key", maintain_order=True)
+    ordered = _preferred_per_instant(ordered, [], "_key", _PREFERRED_CALL)
+    table = ordered["_key"].to_numpy()
+    wanted = _packed(found, _CALL_KEYS, widths)
+    queries = wanted.fill_null(-1).to_numpy()
+    at = np.minimum(np.searchsorted(table, queries), max(len(table) - 1, 0))
+    hit = (table[at] == queries) if len(table) else np.zeros(len(queries), dtype=bool)
+    rows = _positions(np.where(hit, at, -1))
+    extra = [c for c in calls.columns if c not in _CALL_KEYS]
+    return pl.concat([found, ordered.select(pl.col(extra).gather(rows))], how="horizontal")
+
+
+def _launch_of_unpacked(found: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """:func:`_launch_of` for keys too wide to pack: an as-of join, then back in order."""
+    ordered = _preferred_per_instant(
+        calls.sort("next_correlation_id", maintain_order=True),
+        ["_feed_source", "_feed_pid"],
+        "next_correlation_id",
+        _PREFERRED_CALL,
+    )
     return (
-        _next_operations(gaps, _operations(trace), keys)
-        .sort("next_correlation_id")
+        found.with_row_index("_order")
+        .sort("next_correlation_id", maintain_order=True)
         .join_asof(
-            _launch_calls(trace.cuda_api),
+            ordered,
             on="next_correlation_id",
             by=["_feed_source", "_feed_pid"],
             strategy="backward",
             tolerance=0,
             check_sortedness=False,
         )
+        .sort("_order")
+        .drop("_order")
     )
+
+
+def _feeding_launches(trace: Trace, gaps: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``gaps`` (``_gap``, keys, ``end_ns``) plus next operation and launch call, in gap order."""
+    found = _next_operations(trace, gaps, keys)
+    if not found["_gap"].is_sorted():
+        found = found.sort("_gap")
+    return _launch_of(found, _launch_calls(trace.cuda_api))
 
 
 def descheduled_intervals(sched: pl.DataFrame) -> pl.DataFrame:
@@ -502,8 +637,27 @@ def _positive(df: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _feeding(df: pl.DataFrame, threads: pl.DataFrame) -> pl.LazyFrame:
-    """The rows of ``df`` on the feeding threads, with their ``_th``."""
-    return df.lazy().join(threads.lazy(), on=list(_THREAD), how="inner")
+    """The rows of ``df`` on the feeding threads, with their ``_th``, in ``df``'s order."""
+    widths = _bit_widths([threads], _THREAD)
+    if threads.is_empty() or widths is None or sum(widths) > _PACKED_BITS:
+        return df.lazy().join(threads.lazy(), on=list(_THREAD), how="inner", maintain_order="left")
+    # A thread is a packed integer: a hash look-up of one column instead of a join
+    # of millions of rows on three.
+    fits = pl.all_horizontal(
+        pl.col(c).is_between(0, (1 << w) - 1) for c, w in zip(_THREAD, widths, strict=True)
+    )
+    keys = _packed(threads, _THREAD, widths)
+    return (
+        df.lazy()
+        .with_columns(pl.when(fits).then(_packed_key(_THREAD, widths)).alias("_thread_key"))
+        .filter(pl.col("_thread_key").is_in(keys.implode()))
+        .with_columns(
+            pl.col("_thread_key")
+            .replace_strict(keys, threads[_TH], return_dtype=threads.schema[_TH])
+            .alias(_TH)
+        )
+        .drop("_thread_key")
+    )
 
 
 def _layers(
@@ -511,11 +665,17 @@ def _layers(
 ) -> dict[str, pl.LazyFrame]:
     """Per host cause, the intervals of the feeding threads (``_th, start_ns, end_ns``)."""
     cols = [_TH, "start_ns", "end_ns"]
-    api = _positive(_feeding(trace.cuda_api, threads)).with_columns(
-        _name_in(trace.cuda_api["name"], CUDA_SYNC_APIS).alias("_sync")
+    api, osrt = pl.collect_all(
+        [
+            _positive(_feeding(trace.cuda_api, threads)).with_columns(
+                _name_in(trace.cuda_api["name"], CUDA_SYNC_APIS).alias("_sync")
+            ),
+            _positive(_feeding(trace.osrt, threads)),
+        ],
+        engine=_ENGINE,
     )
-    osrt = _positive(_feeding(trace.osrt, threads))
     is_blocking = _name_in(trace.osrt["name"], BLOCKING_OS_CALLS)
+    api, osrt = api.lazy(), osrt.lazy()
     # The last wait of a GIL acquisition is woken early, so every slice-or-shorter
     # wait of the signature call counts, not only the ~5 ms ones.
     gil = (
@@ -697,77 +857,74 @@ def host_segments(
 def _time_in(
     portions: pl.DataFrame, segments: pl.DataFrame, parts: dict[str, pl.Expr]
 ) -> pl.DataFrame:
-    """Per host portion (``_gap``, sorted): its time in the segments where each part holds.
+    """Per host portion (in ``portions``' order): its time in the segments where each part holds.
 
     ``parts`` maps an output column to a condition on a segment's ``cause`` and
     ``_depth``. ``segments`` are disjoint per thread and sorted by ``_th, start_ns``.
     A running total of the time of the segments where a part holds, read at the
     portion's end minus read at its start, is the portion's time in that part. A
-    reading is an as-of join: the total before the last segment starting at or
-    before the instant, plus that segment's share up to the instant.
+    reading is the total before the last segment starting at or before the instant,
+    plus that segment's share up to the instant; one binary search per thread.
     """
-    holds = segments.select(cond.any().alias(name) for name, cond in parts.items()).row(
-        0, named=True
+    holds = segments.select(
+        (cond.any().alias(name) for name, cond in parts.items()) if segments.height else []
     )
     # A part that holds nowhere has no time: no running total to keep for it.
-    live = {name: cond for name, cond in parts.items() if holds[name]}
+    live = [name for name in parts if segments.height and holds[name].item()]
+    length = (segments["end_ns"] - segments["start_ns"]).to_numpy()
+    # Segments x live parts: whether the part holds, and the time held before.
+    holds_at = segments.select(parts[name].alias(name) for name in live).to_numpy(order="c")
+    held = np.where(holds_at, length[:, None], 0) if live else np.zeros((len(length), 0))
     # One running total over all threads: a difference within one thread is exact.
-    totals = segments.select(
-        _TH,
-        "start_ns",
-        "end_ns",
-        "cause",
-        "_depth",
-        *(
-            pl.when(cond)
-            .then(pl.col("end_ns") - pl.col("start_ns"))
-            .otherwise(0)
-            .cum_sum()
-            .shift(1, fill_value=0)
-            .alias(f"_before{name}")
-            for name, cond in live.items()
-        ),
-    )
-    # Nothing is covered before a thread's first segment: read there instead.
-    first = totals.filter(_run_starts([_TH])).select(_TH, pl.col("start_ns").alias("_first"))
-    probe = portions.lazy().join(first.lazy(), on=_TH, how="left")
+    before = np.cumsum(held, axis=0) - held
 
-    def reading(edge: str) -> pl.LazyFrame:
-        t = pl.max_horizontal(edge, "_first").alias("_t")
-        upto = pl.min_horizontal("_t", "end_ns") - pl.col("start_ns")
-        return (
-            probe.select("_gap", _TH, t)
-            .sort("_t")
-            .join_asof(
-                totals.lazy(),
-                left_on="_t",
-                right_on="start_ns",
-                by=_TH,
-                strategy="backward",
-                check_sortedness=False,
-            )
-            .select(
-                "_gap",
-                *(
-                    (pl.col(f"_before{name}") + pl.when(cond).then(upto).otherwise(0))
-                    .fill_null(0)
-                    .alias(name)
-                    for name, cond in live.items()
-                ),
-            )
-            .sort("_gap")
+    seg_th = segments[_TH].to_numpy()
+    seg_start = segments["start_ns"].to_numpy()
+    seg_end = segments["end_ns"].to_numpy()
+    # The portions are read thread by thread: in thread order (usually already so).
+    th = portions[_TH].to_numpy()
+    order = None if np.all(th[:-1] <= th[1:]) else np.argsort(th, kind="stable")
+    in_order = th if order is None else th[order]
+    threads, first = np.unique(in_order, return_index=True)
+    runs = np.append(first, len(th))
+    seg_lo = np.searchsorted(seg_th, threads, side="left")
+    seg_hi = np.searchsorted(seg_th, threads, side="right")
+
+    def reading(edge: str) -> np.ndarray:
+        """Portions (in thread order) x live parts: the running totals at ``edge``."""
+        times = portions[edge].to_numpy()
+        times = times if order is None else times[order]
+        seg = np.full(len(th), -1, dtype=np.int64)
+        instant = np.zeros(len(th), dtype=np.int64)
+        for k, (lo, hi) in enumerate(zip(seg_lo, seg_hi, strict=True)):
+            if lo == hi:
+                continue
+            mine = slice(runs[k], runs[k + 1])
+            starts = seg_start[lo:hi]
+            # Nothing is covered before the thread's first segment: read there instead.
+            instant[mine] = np.maximum(times[mine], starts[0])
+            seg[mine] = lo + np.searchsorted(starts, instant[mine], side="right") - 1
+        found = seg >= 0
+        at = np.where(found, seg, 0)
+        # np.take, not fancy indexing: several times faster on rows of a 2-D array.
+        upto = np.minimum(instant, np.take(seg_end, at)) - np.take(seg_start, at)
+        totals = np.take(before, at, axis=0) + np.where(
+            np.take(holds_at, at, axis=0), upto[:, None], 0
         )
+        totals[~found] = 0
+        return totals
 
-    at_start, at_end = pl.collect_all([reading("start_ns"), reading("end_ns")], engine=_ENGINE)
-    return at_end.select(
-        "_gap",
-        *(
-            (
-                pl.col(name) - at_start.get_column(name) if name in live else pl.lit(0, pl.Int64)
-            ).alias(name)
-            for name in parts
-        ),
-    )
+    if len(th) and live:
+        spent = reading("end_ns") - reading("start_ns")
+        if order is not None:
+            spent[order] = spent.copy()
+    out = {
+        name: spent[:, live.index(name)]
+        if len(th) and name in live
+        else np.zeros(len(th), dtype=np.int64)
+        for name in parts
+    }
+    return pl.DataFrame({"_gap": portions["_gap"], **out})
 
 
 def _overlaps(portions: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame:
@@ -856,13 +1013,10 @@ def _gap_table(
 ) -> pl.DataFrame:
     """The gaps, numbered (``_gap``) and classified, with their next operation and launch."""
     numbered = gaps.select(*keys, "start_ns", "end_ns").with_row_index("_gap")
-    # Only what the look-ups need goes through their sorts; back in gap order, the
-    # result sits beside the gaps.
-    found = (
-        _feeding_launches(trace, numbered.lazy().select("_gap", *keys, "end_ns"), keys)
-        .sort("_gap")
-        .drop("_gap", *keys, "end_ns")
-        .collect(engine=_ENGINE)
+    # Only what the look-ups need goes through them; back in gap order, the result
+    # sits beside the gaps.
+    found = _feeding_launches(trace, numbered.select("_gap", *keys, "end_ns"), keys).drop(
+        "_gap", *keys, "end_ns"
     )
     joined = pl.concat([numbered, found], how="horizontal")
     return _classified(joined.lazy(), has_api, slack_ns).collect(engine=_ENGINE)
@@ -872,7 +1026,7 @@ def _host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The feeding threads (``source, pid, tid, _th``) and the host portions of the gaps.
 
     A host portion is ``_gap, _th, start_ns, end_ns``: from the gap's start to its
-    launch call's start, for gaps whose launch began after the gap did.
+    launch call's start, for gaps whose launch began after the gap did; in gap order.
     """
     with_host = table.lazy().filter(_LAUNCHED & (pl.col("_l") > pl.col("start_ns")))
     threads = (
@@ -890,6 +1044,7 @@ def _host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             left_on=["_feed_source", "_feed_pid", "tid"],
             right_on=list(_THREAD),
             how="inner",
+            maintain_order="left",
         )
         .select("_gap", _TH, "start_ns", pl.col("_l").alias("end_ns"))
         .collect(engine=_ENGINE)
@@ -947,6 +1102,11 @@ def _split(
         )
         .collect(engine=_ENGINE)
     )
+
+
+def _positions(at: np.ndarray) -> pl.Series:
+    """Row positions for a gather; -1 (nothing there) becomes null."""
+    return pl.select(pl.when(pl.lit(at) >= 0).then(pl.lit(at)).cast(pl.UInt32)).to_series()
 
 
 def _largest(columns: Sequence[str], names: Sequence[str]) -> pl.Expr:
