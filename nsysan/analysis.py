@@ -15,6 +15,7 @@ and CUDA device) in ``nvidia_busy``/``nvidia_gaps``, so they can be compared wit
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,8 @@ from nsysan.model import Trace
 from nsysan.settings import Settings
 
 NO_GPU_WORK = "the trace has no GPU kernels"
+# Analyses run at once after busy time and gaps (see analyze()).
+ANALYSIS_THREADS = 4
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,27 @@ class Analysis:
         return {
             f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip
         }
+
+
+def _device_views(
+    trace: Trace, busy: BusyResult, settings: Settings
+) -> tuple[ContentionResult, DashboardResult]:
+    """Contention signals from GPU metrics, then the dashboard view that reads them."""
+    contention = measure_contention(
+        trace.gpu_metrics,
+        busy.windows,
+        settings,
+        busy=busy.intervals,
+        gpus=trace.gpus,
+        capabilities=trace.capabilities,
+    )
+    dashboard = measure_dashboard(
+        trace.kernels,
+        busy.windows,
+        settings,
+        activity=contention.summary if contention.available else None,
+    )
+    return contention, dashboard
 
 
 def analyze(
@@ -113,30 +137,24 @@ def analyze(
         nvidia_busy = measure_busy(trace, settings)
         nvidia_gaps = measure_gaps(nvidia_busy.intervals, nvidia_busy.summary, nvidia_busy.keys)
 
-    if windows.height >= 2:
-        stagger: StaggerResult | None = measure_stagger(gaps.gaps, windows)
-    else:
-        stagger = None
+    # The analyses below read the same inputs and never each other's results (but the
+    # dashboard, which reads the contention's activity): they run side by side. Polars
+    # and numpy release the GIL, so on several cores they overlap.
+    with ThreadPoolExecutor(max_workers=ANALYSIS_THREADS) as pool:
+        stagger_job = (
+            pool.submit(measure_stagger, gaps.gaps, windows) if windows.height >= 2 else None
+        )
+        host_job = pool.submit(attribute_gaps, trace, gaps.gaps, settings, keys=gaps.keys)
+        imbalance_job = pool.submit(measure_imbalance, trace, busy.intervals, windows, settings)
+        nccl_job = pool.submit(measure_nccl, trace.kernels, busy.intervals, windows)
+        views_job = pool.submit(_device_views, trace, busy, settings)
+        stagger = stagger_job.result() if stagger_job else None
+        host, imbalance, nccl = host_job.result(), imbalance_job.result(), nccl_job.result()
+        contention, dashboard = views_job.result()
+    if stagger is None:
         unavailable["stagger"] = "one GPU ran work: stagger compares the gaps of two or more GPUs"
-    imbalance = measure_imbalance(trace, busy.intervals, windows, settings)
-    nccl = measure_nccl(trace.kernels, busy.intervals, windows)
-    host = attribute_gaps(trace, gaps.gaps, settings, keys=gaps.keys)
-    contention = measure_contention(
-        trace.gpu_metrics,
-        windows,
-        settings,
-        busy=busy.intervals,
-        gpus=trace.gpus,
-        capabilities=trace.capabilities,
-    )
     if not contention.available:
         unavailable["contention"] = contention.reason or "no GPU metrics"
-    dashboard = measure_dashboard(
-        trace.kernels,
-        windows,
-        settings,
-        activity=contention.summary if contention.available else None,
-    )
     bound: BoundResult | None = None
     if ncu is not None:
         bound = measure_bound(trace.kernels, classify_kernels(ncu))
