@@ -872,11 +872,14 @@ def _time_in(
     # A part that holds nowhere has no time: no running total to keep for it.
     live = [name for name in parts if segments.height and holds[name].item()]
     length = (segments["end_ns"] - segments["start_ns"]).to_numpy()
-    # Segments x live parts: whether the part holds, and the time held before.
-    holds_at = segments.select(parts[name].alias(name) for name in live).to_numpy(order="c")
-    held = np.where(holds_at, length[:, None], 0) if live else np.zeros((len(length), 0))
-    # One running total over all threads: a difference within one thread is exact.
-    before = np.cumsum(held, axis=0) - held
+    flags = segments.select(parts[name].alias(name) for name in live)
+    holds_at = {name: flags[name].to_numpy() for name in live}
+    # One running total per part over all threads (a difference within one thread is
+    # exact), exclusive: 0 at the first segment.
+    before = {}
+    for name in live:
+        held = np.where(holds_at[name], length, 0)
+        before[name] = np.cumsum(held) - held
 
     seg_th = segments[_TH].to_numpy()
     seg_start = segments["start_ns"].to_numpy()
@@ -890,40 +893,39 @@ def _time_in(
     seg_lo = np.searchsorted(seg_th, threads, side="left")
     seg_hi = np.searchsorted(seg_th, threads, side="right")
 
-    def reading(edge: str) -> np.ndarray:
-        """Portions (in thread order) x live parts: the running totals at ``edge``."""
+    def lookup(edge: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per portion (in thread order): the segment read at ``edge`` and the time into it.
+
+        A portion whose thread has no segment reads segment 0 with no time into it:
+        every running total is 0 there.
+        """
         times = portions[edge].to_numpy()
         times = times if order is None else times[order]
-        seg = np.full(len(th), -1, dtype=np.int64)
-        instant = np.zeros(len(th), dtype=np.int64)
+        seg = np.zeros(len(th), dtype=np.int64)
+        into = np.zeros(len(th), dtype=np.int64)
         for k, (lo, hi) in enumerate(zip(seg_lo, seg_hi, strict=True)):
             if lo == hi:
                 continue
             mine = slice(runs[k], runs[k + 1])
             starts = seg_start[lo:hi]
             # Nothing is covered before the thread's first segment: read there instead.
-            instant[mine] = np.maximum(times[mine], starts[0])
-            seg[mine] = lo + np.searchsorted(starts, instant[mine], side="right") - 1
-        found = seg >= 0
-        at = np.where(found, seg, 0)
-        # np.take, not fancy indexing: several times faster on rows of a 2-D array.
-        upto = np.minimum(instant, np.take(seg_end, at)) - np.take(seg_start, at)
-        totals = np.take(before, at, axis=0) + np.where(
-            np.take(holds_at, at, axis=0), upto[:, None], 0
-        )
-        totals[~found] = 0
-        return totals
+            instant = np.maximum(times[mine], starts[0])
+            at = lo + np.searchsorted(starts, instant, side="right") - 1
+            seg[mine] = at
+            into[mine] = np.minimum(instant, seg_end[at]) - seg_start[at]
+        return seg, into
 
+    out = {name: np.zeros(len(th), dtype=np.int64) for name in parts}
     if len(th) and live:
-        spent = reading("end_ns") - reading("start_ns")
-        if order is not None:
-            spent[order] = spent.copy()
-    out = {
-        name: spent[:, live.index(name)]
-        if len(th) and name in live
-        else np.zeros(len(th), dtype=np.int64)
-        for name in parts
-    }
+        (at_start, into_start), (at_end, into_end) = lookup("start_ns"), lookup("end_ns")
+        for name in live:
+            spent = np.take(before[name], at_end) - np.take(before[name], at_start)
+            spent += np.where(np.take(holds_at[name], at_end), into_end, 0)
+            spent -= np.where(np.take(holds_at[name], at_start), into_start, 0)
+            if order is None:
+                out[name] = spent
+            else:
+                out[name][order] = spent
     return pl.DataFrame({"_gap": portions["_gap"], **out})
 
 
