@@ -46,6 +46,7 @@ __all__ = [
     "overlap_with",
     "sort_if_needed",
     "union_one_unit",
+    "union_length",
 ]
 
 START = "start_ns"
@@ -528,3 +529,12 @@ def union_one_unit(intervals: pl.DataFrame) -> pl.DataFrame:
         }
     )
     return union.with_columns((length.cum_sum() - length).alias("_before"))
+
+
+def union_length(start: pl.Expr, end: pl.Expr) -> pl.Expr:
+    """Length of the union of intervals given in start order, without merging them.
+
+    Each interval adds its part past the furthest end of the intervals before it.
+    """
+    reach = end.cum_max().shift(1)
+    return (end - pl.max_horizontal(start, reach)).clip(lower_bound=0).sum()

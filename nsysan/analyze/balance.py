@@ -34,8 +34,9 @@ import numpy as np
 import polars as pl
 
 from nsysan.errors import SettingsError
-from nsysan.intervals import clip_to_windows, union_intervals, union_one_unit
+from nsysan.intervals import clip_to_windows, union_intervals, union_length, union_one_unit
 from nsysan.model import Trace
+from nsysan.names import is_one_of
 from nsysan.settings import Settings
 
 __all__ = [
@@ -74,8 +75,6 @@ PERIOD_CANDIDATES = 16
 PERIOD_SEARCH_KERNELS = 50_000
 # Up to this period, the median gap per phase is taken phase by phase (no grouping).
 MEDIAN_LOOP_PHASES = 64
-# Up to this many strings are matched by comparing with each, more by hashing.
-FEW_VALUES = 3
 
 IterationSource = Literal["nvtx", "kernel_sequence"]
 
@@ -174,15 +173,6 @@ def _gpu_windows(windows: pl.DataFrame) -> pl.DataFrame:
         )
         .sort(GPU)
     )
-
-
-def _union_length(start: pl.Expr, end: pl.Expr) -> pl.Expr:
-    """Length of the union of intervals given in start order, without merging them.
-
-    Each interval adds its part past the furthest end of the intervals before it.
-    """
-    reach = end.cum_max().shift(1)
-    return (end - pl.max_horizontal(start, reach)).clip(lower_bound=0).sum()
 
 
 def _union_ns(union: pl.DataFrame) -> int:
@@ -287,23 +277,10 @@ def _nccl_names(kernels: pl.DataFrame) -> pl.Series:
     return names.filter(names.fill_null("").str.contains(NCCL_NAME_PATTERN))
 
 
-def _is_one_of(column: pl.Expr, values: list[str]) -> pl.Expr:
-    """Whether ``column`` holds one of ``values`` (False for null).
-
-    A few values are compared one by one: comparing strings mostly stops at their
-    length and prefix, which is cheaper than hashing millions of them.
-    """
-    if not values:
-        return pl.lit(False)
-    if len(values) <= FEW_VALUES:
-        return pl.any_horizontal(*(column == value for value in values)).fill_null(False)
-    return column.is_in(pl.Series(values, dtype=pl.String).implode()).fill_null(False)
-
-
 def _kernels_in_windows(kernels: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.DataFrame]:
     """Per GPU of ``windows``, its kernels clipped to its window (rows outside dropped)."""
     # A trace has millions of kernels but few distinct names: match each name once.
-    nccl = _is_one_of(pl.col("short_name"), _nccl_names(kernels).drop_nulls().sort().to_list())
+    nccl = is_one_of(pl.col("short_name"), _nccl_names(kernels).drop_nulls().sort().to_list())
     return {
         gpu: kernels.filter((pl.col(GPU) == gpu) & (pl.col(END) >= start) & (pl.col(START) <= end))
         .select(
@@ -334,8 +311,8 @@ def _kernel_sums(kernels: pl.DataFrame) -> tuple[int, int, int, int]:
         )
     else:
         sums = bounds.select(
-            _union_length(s.filter(compute), e.filter(compute)).alias("c"),
-            _union_length(s.filter(nccl), e.filter(nccl)).alias("n"),
+            union_length(s.filter(compute), e.filter(compute)).alias("c"),
+            union_length(s.filter(nccl), e.filter(nccl)).alias("n"),
         )
     compute_ns, nccl_ns = sums.row(0)
     return (

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from nsysan.intervals import clip_to_windows, sort_if_needed
+from nsysan.intervals import clip_to_windows, sort_if_needed, union_length
+from nsysan.names import is_one_of
 
 __all__ = [
     "COLLECTIVES",
@@ -109,8 +110,6 @@ _NO_ID = -1
 _BY_STREAM = "stream"
 _POOLED = "collective"
 _GROUP = ("collective", "stream_rank")
-# Up to this many strings are matched by comparing with each, more by hashing.
-_FEW_VALUES = 3
 _INSTANCE = ("collective", "stream_rank", "ordinal")
 
 
@@ -227,28 +226,6 @@ def _length_ns(union: pl.DataFrame) -> int:
     return int(union.select((pl.col("end_ns") - pl.col("start_ns")).sum()).item())
 
 
-def _union_length(start: pl.Expr, end: pl.Expr) -> pl.Expr:
-    """Length of the union of intervals given in start order, without merging them.
-
-    Each interval adds its part past the furthest end of the intervals before it.
-    """
-    reach = end.cum_max().shift(1)
-    return (end - pl.max_horizontal(start, reach)).clip(lower_bound=0).sum()
-
-
-def _is_one_of(column: pl.Expr, values: list[str]) -> pl.Expr:
-    """Whether ``column`` holds one of ``values`` (False for null).
-
-    A few values are compared one by one: comparing strings mostly stops at their
-    length and prefix, which is cheaper than hashing millions of them.
-    """
-    if not values:
-        return pl.lit(False)
-    if len(values) <= _FEW_VALUES:
-        return pl.any_horizontal(*(column == value for value in values)).fill_null(False)
-    return column.is_in(pl.Series(values, dtype=pl.String).implode()).fill_null(False)
-
-
 def _busy_ns(busy: pl.DataFrame, gpu: int, start: int, end: int) -> int:
     """Length of the union of one GPU's ``busy`` intervals inside its window ``[start, end]``."""
     own = busy.filter(pl.col("gpu") == gpu).select("start_ns", "end_ns")
@@ -268,7 +245,7 @@ def _busy_ns(busy: pl.DataFrame, gpu: int, start: int, end: int) -> int:
     )
     if not clipped.get_column("start_ns").is_sorted():
         clipped = clipped.sort("start_ns")
-    return int(clipped.select(_union_length(s, e)).item())
+    return int(clipped.select(union_length(s, e)).item())
 
 
 def _time_stats(
@@ -319,12 +296,12 @@ def _time_stats(
         compute = ~pl.col("_nccl")
         masks = {_ALL: pl.col("_nccl")}
         if several:  # else the one collective is all of the GPU's NCCL time
-            masks |= {c: _is_one_of(pl.col("_label"), labels[c]) for c in present[gpu]}
+            masks |= {c: is_one_of(pl.col("_label"), labels[c]) for c in present[gpu]}
         found = own.select(
-            _union_length(s.filter(compute), e.filter(compute)).alias("_compute"),
-            *(_union_length(s.filter(m), e.filter(m)).alias(f"n{c}") for c, m in masks.items()),
+            union_length(s.filter(compute), e.filter(compute)).alias("_compute"),
+            *(union_length(s.filter(m), e.filter(m)).alias(f"n{c}") for c, m in masks.items()),
             *(
-                _union_length(s.filter(compute | m), e.filter(compute | m)).alias(f"u{c}")
+                union_length(s.filter(compute | m), e.filter(compute | m)).alias(f"u{c}")
                 for c, m in masks.items()
             ),
         ).row(0, named=True)
@@ -555,7 +532,7 @@ def measure_nccl(
     for label, collective in names.select("_label", "collective").sort("_label").iter_rows():
         labels.setdefault(collective, []).append(label)
     kernels = kernels.with_columns(
-        _is_one_of(pl.col("_label"), names.get_column("_label").sort().to_list()).alias("_nccl")
+        is_one_of(pl.col("_label"), names.get_column("_label").sort().to_list()).alias("_nccl")
     )
     nccl = _with_window(
         kernels.select("gpu", "start_ns", "end_ns", *_STREAM, "correlation_id", "_label", "_nccl")
