@@ -47,6 +47,8 @@ __all__ = [
     "sort_if_needed",
     "union_one_unit",
     "union_length",
+    "rows_by_unit",
+    "clip_disjoint",
 ]
 
 START = "start_ns"
@@ -538,3 +540,34 @@ def union_length(start: pl.Expr, end: pl.Expr) -> pl.Expr:
     """
     reach = end.cum_max().shift(1)
     return (end - pl.max_horizontal(start, reach)).clip(lower_bound=0).sum()
+
+
+def rows_by_unit(units: np.ndarray, wanted: Sequence[int]) -> dict[int, slice | np.ndarray]:
+    """Where the rows of each unit of ``wanted`` are in ``units`` (e.g. a gpu column).
+
+    A slice when the rows are grouped by unit in ascending order (the kernels' and
+    gaps' order), found by binary search; otherwise a boolean mask.
+    """
+    if np.all(units[1:] >= units[:-1]):
+        return {u: slice(*np.searchsorted(units, [u, u + 1])) for u in wanted}
+    return {u: units == u for u in wanted}
+
+
+def clip_disjoint(
+    starts: np.ndarray, ends: np.ndarray, window_start: int, window_end: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint intervals in time order clipped to ``[window_start, window_end]``.
+
+    Intervals outside the window, or touching it only at an edge, are dropped. Only
+    the first and last kept interval can cross the window's edges; the arrays are
+    copied only when one of them is cut (the inputs may be read-only views).
+    """
+    rows = slice(
+        np.searchsorted(ends, window_start, side="right"),
+        np.searchsorted(starts, window_end, side="left"),
+    )
+    s, e = starts[rows], ends[rows]
+    if len(s) and (s[0] < window_start or e[-1] > window_end):
+        s, e = s.copy(), e.copy()
+        s[0], e[-1] = max(s[0], window_start), min(e[-1], window_end)
+    return s, e

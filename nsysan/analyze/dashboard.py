@@ -45,7 +45,7 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
-from nsysan.intervals import clip_to_windows
+from nsysan.intervals import clip_disjoint, clip_to_windows, rows_by_unit
 from nsysan.settings import Settings
 
 __all__ = [
@@ -165,15 +165,7 @@ class _Busy:
 
     def inside(self, start_ns: int, end_ns: int) -> tuple[np.ndarray, np.ndarray]:
         """The intervals clipped to ``[start_ns, end_ns]`` (points at its edges dropped)."""
-        rows = slice(
-            np.searchsorted(self.ends, start_ns, side="right"),
-            np.searchsorted(self.starts, end_ns, side="left"),
-        )
-        starts, ends = self.starts[rows], self.ends[rows]
-        if len(starts) and (starts[0] < start_ns or ends[-1] > end_ns):
-            starts, ends = starts.copy(), ends.copy()
-            starts[0], ends[-1] = max(starts[0], start_ns), min(ends[-1], end_ns)
-        return starts, ends
+        return clip_disjoint(self.starts, self.ends, start_ns, end_ns)
 
 
 def _union(starts: np.ndarray, ends: np.ndarray, reach: np.ndarray) -> _Busy:
@@ -209,12 +201,10 @@ def _busy_by_gpu(kernels: pl.DataFrame, windows: pl.DataFrame) -> dict[int, _Bus
         windows,
         "gpu",
     )
-    # Kernel tables come grouped by GPU: then each GPU's rows are one slice.
-    grouped = bool(np.all(gpu[1:] >= gpu[:-1]))
+    rows = rows_by_unit(gpu, windows.get_column("gpu").to_list())
     busy = {}
     for g, window_start, window_end in windows.iter_rows():
-        rows = slice(*np.searchsorted(gpu, [g, g + 1])) if grouped else gpu == g
-        s, e = start[rows], end[rows]
+        s, e = start[rows[g]], end[rows[g]]
         if not np.all(s[1:] >= s[:-1]):
             order = np.argsort(s, kind="stable")
             s, e = s[order], e[order]

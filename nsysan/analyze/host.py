@@ -123,11 +123,7 @@ CAUSES = (
 )
 # Per-segment causes as an Enum: a million string literals are slow to build.
 _HOST_CAUSE = pl.Enum(HOST_CAUSES)
-_CAUSE_SERIES = pl.Series(HOST_CAUSES, dtype=_HOST_CAUSE)
-# Low bits of a sweep event: 2 x layer + (1 if it opens).
-_KIND_BITS = 4
 # Causes that happen on the host (for host_share); gpu_wait and no_launch_record do not.
-_CAUSE_NAMES = pl.Series(CAUSES, dtype=pl.String)
 HOST_SIDE_CAUSES = (*HOST_CAUSES, "unattributed", "unattributed_no_data", "launch_call")
 CAUSE_LABELS = {
     "cuda_sync": "in a CUDA synchronizing call",
@@ -330,12 +326,12 @@ def _name_in(names: pl.Series, base_names: frozenset[str]) -> pl.Expr:
     return pl.col("name").is_in(raw.to_list())
 
 
-def _sorted(df: pl.LazyFrame, cols: Sequence[str], *, descending: bool = False) -> pl.LazyFrame:
+def _sorted(df: pl.LazyFrame, cols: Sequence[str]) -> pl.LazyFrame:
     # Stable single-column sorts run several times faster than one multi-column sort
     # on millions of unordered rows; sorting the least significant column first gives
     # the same order.
     for col in reversed(cols):
-        df = df.sort(col, descending=descending, maintain_order=True)
+        df = df.sort(col, maintain_order=True)
     return df
 
 

@@ -50,7 +50,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from nsysan.intervals import clip_to_windows
+from nsysan.intervals import clip_disjoint, clip_to_windows, rows_by_unit
 
 __all__ = [
     "ALIGNED_MAX_SCORE",
@@ -225,14 +225,7 @@ def _clipped(
         # In time order and disjoint: only the first and the last gap that reach into
         # the window can cross its edges, and they keep a positive length if the
         # window has one.
-        inside = slice(
-            np.searchsorted(end, window_start, side="right"),
-            np.searchsorted(start, window_end, side="left"),
-        )
-        s, e = start[inside], end[inside]
-        if len(s) and (s[0] < window_start or e[-1] > window_end):
-            s, e = s.copy(), e.copy()  # the input's memory is read-only
-            s[0], e[-1] = max(s[0], window_start), min(e[-1], window_end)
+        s, e = clip_disjoint(start, end, window_start, window_end)
         if points or window_start == window_end:
             positive = e > s
             s, e = s[positive], e[positive]
@@ -263,12 +256,10 @@ def _gaps_by_gpu(gaps: pl.DataFrame, windows: pl.DataFrame) -> dict[int, _GpuGap
     clip_to_windows(
         gaps.filter(pl.Series(reversed_rows)) if points else gaps.clear(), windows, by=GPU
     )
-    # Gap tables come grouped by GPU: then each GPU's rows are one slice.
-    grouped = bool(np.all(gpu[1:] >= gpu[:-1]))
+    rows = rows_by_unit(gpu, windows.get_column(GPU).to_list())
     by_gpu, overlapping = {}, 0
     for g, window_start, window_end in windows.iter_rows():
-        rows = slice(*np.searchsorted(gpu, [g, g + 1])) if grouped else gpu == g
-        s, e, overlaps = _clipped(start[rows], end[rows], window_start, window_end, points)
+        s, e, overlaps = _clipped(start[rows[g]], end[rows[g]], window_start, window_end, points)
         by_gpu[g] = _GpuGaps(s, e)
         overlapping += overlaps
     if overlapping:
