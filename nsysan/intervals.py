@@ -47,6 +47,7 @@ __all__ = [
     "sort_if_needed",
     "union_one_unit",
     "union_length",
+    "is_union_inside",
     "rows_by_unit",
     "clip_disjoint",
 ]
@@ -571,3 +572,21 @@ def clip_disjoint(
         s, e = s.copy(), e.copy()
         s[0], e[-1] = max(s[0], window_start), min(e[-1], window_end)
     return s, e
+
+
+def is_union_inside(intervals: pl.DataFrame, window_start: int, window_end: int) -> bool:
+    """Whether ``intervals`` (``start_ns``/``end_ns``) already are a union inside the window.
+
+    True when no bound is null and they lie in ``[window_start, window_end]`` in time
+    order with positive space between them, as a busy union handed in is; then they
+    need no clipping or merging.
+    """
+    s, e = pl.col(START), pl.col(END)
+    check = (
+        (s.null_count() + e.null_count() == 0)
+        & (s.min() >= window_start)
+        & (e.max() <= window_end)
+        & (s <= e).all()
+        & (s > e.shift(1)).all()
+    )
+    return bool(intervals.select(check).item())

@@ -34,7 +34,13 @@ import numpy as np
 import polars as pl
 
 from nsysan.errors import SettingsError
-from nsysan.intervals import clip_to_windows, union_intervals, union_length, union_one_unit
+from nsysan.intervals import (
+    clip_to_windows,
+    is_union_inside,
+    union_intervals,
+    union_length,
+    union_one_unit,
+)
 from nsysan.model import Trace
 from nsysan.names import is_one_of
 from nsysan.settings import Settings
@@ -179,20 +185,6 @@ def _union_ns(union: pl.DataFrame) -> int:
     return int(union.select((pl.col(END) - pl.col(START)).sum()).item())
 
 
-def _is_union_inside(intervals: pl.DataFrame, start: int, end: int) -> bool:
-    """Whether ``intervals`` already are a union inside ``[start, end]``: no null bound,
-    in time order with positive space between them (the busy union handed in)."""
-    s, e = pl.col(START), pl.col(END)
-    check = (
-        (s.null_count() + e.null_count() == 0)
-        & (s.min() >= start)
-        & (e.max() <= end)
-        & (s <= e).all()
-        & (s > e.shift(1)).all()
-    )
-    return bool(intervals.select(check).item())
-
-
 def _busy_by_gpu(busy: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.DataFrame]:
     """Per GPU of ``windows``, the union of its busy intervals inside its window (``_union``).
 
@@ -206,7 +198,7 @@ def _busy_by_gpu(busy: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.Data
     unions = {}
     for gpu, start, end in windows.iter_rows():
         own = busy.filter(pl.col(GPU) == gpu).select(START, END)
-        if _is_union_inside(own, start, end):
+        if is_union_inside(own, start, end):
             length = pl.col(END) - pl.col(START)
             unions[gpu] = own.with_columns((length.cum_sum() - length).alias("_before"))
         else:

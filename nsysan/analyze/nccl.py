@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from nsysan.intervals import clip_to_windows, sort_if_needed, union_length
+from nsysan.intervals import clip_to_windows, is_union_inside, sort_if_needed, union_length
 from nsysan.names import is_one_of
 
 __all__ = [
@@ -229,17 +229,10 @@ def _length_ns(union: pl.DataFrame) -> int:
 def _busy_ns(busy: pl.DataFrame, gpu: int, start: int, end: int) -> int:
     """Length of the union of one GPU's ``busy`` intervals inside its window ``[start, end]``."""
     own = busy.filter(pl.col("gpu") == gpu).select("start_ns", "end_ns")
-    s, e = pl.col("start_ns"), pl.col("end_ns")
     # A busy union handed in (``BusyResult.intervals``) needs no clipping or merging.
-    is_union_inside = (
-        (s.null_count() + e.null_count() == 0)
-        & (s.min() >= start)
-        & (e.max() <= end)
-        & (s <= e).all()
-        & (s > e.shift(1)).all()
-    )
-    if own.select(is_union_inside).item():
+    if is_union_inside(own, start, end):
         return _length_ns(own)
+    s, e = pl.col("start_ns"), pl.col("end_ns")
     clipped = own.filter((e >= start) & (s <= end)).select(
         s.clip(lower_bound=start), e.clip(upper_bound=end)
     )
