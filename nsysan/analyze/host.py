@@ -70,6 +70,7 @@ from typing import Final
 import numpy as np
 import polars as pl
 
+from nsysan.analyze.host_loops import EdgeStreams, cause_segments, first_largest, time_per_cause
 from nsysan.intervals import sort_if_needed
 from nsysan.model import Capabilities, Trace
 from nsysan.settings import Settings
@@ -512,18 +513,40 @@ def _launch_of(found: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     widths = _bit_widths([found, calls], _CALL_KEYS)
     if widths is None or sum(widths) > _PACKED_BITS:
         return _launch_of_unpacked(found, calls)
-    ordered = calls.with_columns(_packed(calls, _CALL_KEYS, widths))
-    if not ordered["_key"].is_sorted():
-        ordered = ordered.sort("_key", maintain_order=True)
-    ordered = _preferred_per_instant(ordered, [], "_key", _PREFERRED_CALL)
-    table = ordered["_key"].to_numpy()
-    wanted = _packed(found, _CALL_KEYS, widths)
-    queries = wanted.fill_null(-1).to_numpy()
+    calls = calls.drop_nulls(_CALL_KEYS)
+    keys = _packed(calls, _CALL_KEYS, widths).to_numpy()
+    # Only the keys are sorted, not the calls. Ids rise with time in each process,
+    # so the rows come in a few long runs, which a stable sort (timsort) merges fast.
+    order = np.argsort(keys, kind="stable")
+    table = keys[order]
+    if len(table) > 1 and np.any(table[1:] == table[:-1]):
+        order, table = _preferred_calls(calls, order, table)
+    queries = _packed(found, _CALL_KEYS, widths).fill_null(-1).to_numpy()
     at = np.minimum(np.searchsorted(table, queries), max(len(table) - 1, 0))
-    hit = (table[at] == queries) if len(table) else np.zeros(len(queries), dtype=bool)
-    rows = _positions(np.where(hit, at, -1))
+    if len(table):
+        rows = np.where(table[at] == queries, order[at], -1)
+    else:
+        rows = np.full(len(queries), -1)
     extra = [c for c in calls.columns if c not in _CALL_KEYS]
-    return pl.concat([found, ordered.select(pl.col(extra).gather(rows))], how="horizontal")
+    return pl.concat(
+        [found, calls.select(pl.col(extra).gather(_positions(rows)))], how="horizontal"
+    )
+
+
+def _preferred_calls(
+    calls: pl.DataFrame, order: np.ndarray, table: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``order`` and its sorted ``table`` of keys with one row per key: the preferred call."""
+    ranked = pl.concat(
+        [
+            pl.DataFrame({"_key": table, "_call": order}),
+            calls.select(_PREFERRED_CALL).gather(order),
+        ],
+        how="horizontal",
+    )
+    # Rows sharing a key are in table order (a stable sort): the last tie-break.
+    kept = _preferred_per_instant(ranked, [], "_key", _PREFERRED_CALL)
+    return kept["_call"].to_numpy(), kept["_key"].to_numpy()
 
 
 def _launch_of_unpacked(found: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
@@ -733,67 +756,44 @@ def _nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.LazyFrame:
 def _cause_segments(trace: Trace, threads: pl.DataFrame, signature: pl.DataFrame) -> pl.DataFrame:
     """The feeding threads' timelines cut into segments with one host cause each.
 
-    Returns ``_th, start_ns, end_ns, cause, _depth`` sorted by ``_th, start_ns``:
-    disjoint segments where at least one host cause applies, ``cause`` (an Enum of
-    :data:`HOST_CAUSES`) chosen by their precedence, ``_depth`` the number of NVTX
-    ranges open.
+    Returns ``_th, start_ns, end_ns, _cause, _depth`` sorted by ``_th, start_ns``:
+    disjoint segments where at least one host cause applies, ``_cause`` the
+    position in :data:`HOST_CAUSES` of the cause chosen by their precedence,
+    ``_depth`` the number of NVTX ranges open.
     """
     plans = _layers(trace, threads, signature)
     layers = dict(zip(plans, pl.collect_all(plans.values(), engine=_ENGINE), strict=True))
-    # Causes without intervals get no running depth: often most of them.
-    present = [c for c in HOST_CAUSES if not layers[c].is_empty()]
-    if not present:
-        return pl.DataFrame(
-            schema={
-                _TH: threads.schema[_TH],
-                "start_ns": pl.Int64,
-                "end_ns": pl.Int64,
-                "cause": _HOST_CAUSE,
-                "_depth": pl.Int64,
-            }
-        )
-    events = pl.concat(
-        [
-            layers[c]
-            .lazy()
-            .select(
-                _TH,
-                pl.col(edge).alias("_t"),
-                pl.lit(c, dtype=_HOST_CAUSE).alias("_layer"),
-                pl.lit(step, dtype=pl.Int32).alias("_d"),
+    streams = EdgeStreams()
+    for number, cause in enumerate(HOST_CAUSES):
+        layer = layers[cause]
+        if not layer.is_empty():
+            streams.add_layer(
+                number,
+                layer[_TH].to_numpy(),
+                layer["start_ns"].to_numpy(),
+                layer["end_ns"].to_numpy(),
             )
-            for c in present
-            for edge, step in (("start_ns", 1), ("end_ns", -1))
-        ]
+    nvtx_layer = HOST_CAUSES.index("nvtx") if not layers["nvtx"].is_empty() else -1
+    th, start, end, cause, depth = cause_segments(streams, len(HOST_CAUSES), nvtx_layer)
+    return pl.DataFrame(
+        {
+            _TH: pl.Series(th, dtype=threads.schema[_TH]),
+            "start_ns": start,
+            "end_ns": end,
+            "_cause": cause,
+            "_depth": depth,
+        }
     )
-    depth = {c: f"_depth_{c}" for c in present}
-    return (
-        # With one feeding thread (the usual case) ordering by time is enough.
-        _sorted(events, [_TH, "_t"] if threads.height > 1 else ["_t"])
-        # Every interval opens and closes on its own thread, so running totals over
-        # the whole table are back at zero after each thread's last event: they need
-        # no restart per thread.
-        .with_columns(
-            pl.when(pl.col("_layer") == c).then(pl.col("_d")).otherwise(0).cum_sum().alias(d)
-            for c, d in depth.items()
-        )
-        # The state after the last event at an instant holds until the next instant
-        # (after a thread's last instant nothing is open: no cause, no segment).
-        .filter(_run_ends([_TH, "_t"]))
-        .select(
-            _TH,
-            pl.col("_t").alias("start_ns"),
-            pl.col("_t").shift(-1).alias("end_ns"),
-            pl.coalesce(
-                pl.when(pl.col(d) > 0).then(pl.lit(c, dtype=_HOST_CAUSE)) for c, d in depth.items()
-            ).alias("cause"),
-            (pl.col(depth["nvtx"]) if "nvtx" in depth else pl.lit(0))
-            .cast(pl.Int64)
-            .alias("_depth"),
-        )
-        .filter(pl.col("cause").is_not_null())
-        .collect(engine=_ENGINE)
-    )
+
+
+def _with_cause(segments: pl.LazyFrame) -> pl.LazyFrame:
+    """``segments`` with the cause named (``cause``, an Enum of :data:`HOST_CAUSES`)."""
+    numbers = list(range(len(HOST_CAUSES)))
+    return segments.with_columns(
+        pl.col("_cause")
+        .replace_strict(numbers, list(HOST_CAUSES), return_dtype=_HOST_CAUSE)
+        .alias("cause")
+    ).drop("_cause")
 
 
 def _named(segments: pl.DataFrame, trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
@@ -805,8 +805,7 @@ def _named(segments: pl.DataFrame, trace: Trace, threads: pl.DataFrame) -> pl.Da
     # The segments are sorted by start within each thread, which is all the as-of
     # joins by thread need; their order is kept.
     return (
-        segments.lazy()
-        .filter(pl.col("_depth") > 0)
+        _with_cause(segments.lazy().filter(pl.col("_depth") > 0))
         .join_asof(
             ranges, on="start_ns", by=[_TH, "_depth"], strategy="backward", check_sortedness=False
         )
@@ -844,86 +843,36 @@ def host_segments(
     if signature is None:
         signature = gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi"))
     segments = _cause_segments(trace, threads, signature)
-    outside = segments.filter(pl.col("_depth") <= 0).select(
-        _TH, "start_ns", "end_ns", "cause", pl.lit(None, dtype=pl.String).alias("nvtx_text")
+    outside = (
+        _with_cause(segments.lazy().filter(pl.col("_depth") <= 0))
+        .select(
+            _TH, "start_ns", "end_ns", "cause", pl.lit(None, dtype=pl.String).alias("nvtx_text")
+        )
+        .collect(engine=_ENGINE)
     )
     named = _named(segments, trace, threads)
     return _sorted(pl.concat([named, outside]).lazy(), [_TH, "start_ns"]).collect(engine=_ENGINE)
 
 
-def _time_in(
-    portions: pl.DataFrame, segments: pl.DataFrame, parts: dict[str, pl.Expr]
-) -> pl.DataFrame:
-    """Per host portion (in ``portions``' order): its time in the segments where each part holds.
+def _time_in(portions: pl.DataFrame, segments: pl.DataFrame, gaps: int) -> dict[str, np.ndarray]:
+    """Per gap, its host portion's time in the host causes that occur and in NVTX ranges.
 
-    ``parts`` maps an output column to a condition on a segment's ``cause`` and
-    ``_depth``. ``segments`` are disjoint per thread and sorted by ``_th, start_ns``.
-    A running total of the time of the segments where a part holds, read at the
-    portion's end minus read at its start, is the portion's time in that part. A
-    reading is the total before the last segment starting at or before the instant,
-    plus that segment's share up to the instant; one binary search per thread.
+    ``<cause>_ns`` for every cause of :data:`HOST_CAUSES` some segment has (the others
+    are 0 everywhere), and ``_nvtx_ns``.
+
+    ``segments`` are disjoint per thread and sorted by ``_th, start_ns``. A running
+    total of each cause's time over the segments, read at the portion's end minus
+    read at its start, is the portion's time in that cause; ``_nvtx_ns`` is the time
+    in segments inside at least one NVTX range. Gaps without a portion get 0.
     """
-    holds = segments.select(
-        (cond.any().alias(name) for name, cond in parts.items()) if segments.height else []
+    present, spent = time_per_cause(
+        [segments[c].to_numpy() for c in (_TH, "start_ns", "end_ns", "_cause", "_depth")],
+        len(HOST_CAUSES),
+        [portions[c].to_numpy() for c in (_TH, "start_ns", "end_ns", "_gap")],
+        gaps,
     )
-    # A part that holds nowhere has no time: no running total to keep for it.
-    live = [name for name in parts if segments.height and holds[name].item()]
-    length = (segments["end_ns"] - segments["start_ns"]).to_numpy()
-    flags = segments.select(parts[name].alias(name) for name in live)
-    holds_at = {name: flags[name].to_numpy() for name in live}
-    # One running total per part over all threads (a difference within one thread is
-    # exact), exclusive: 0 at the first segment.
-    before = {}
-    for name in live:
-        held = np.where(holds_at[name], length, 0)
-        before[name] = np.cumsum(held) - held
-
-    seg_th = segments[_TH].to_numpy()
-    seg_start = segments["start_ns"].to_numpy()
-    seg_end = segments["end_ns"].to_numpy()
-    # The portions are read thread by thread: in thread order (usually already so).
-    th = portions[_TH].to_numpy()
-    order = None if np.all(th[:-1] <= th[1:]) else np.argsort(th, kind="stable")
-    in_order = th if order is None else th[order]
-    threads, first = np.unique(in_order, return_index=True)
-    runs = np.append(first, len(th))
-    seg_lo = np.searchsorted(seg_th, threads, side="left")
-    seg_hi = np.searchsorted(seg_th, threads, side="right")
-
-    def lookup(edge: str) -> tuple[np.ndarray, np.ndarray]:
-        """Per portion (in thread order): the segment read at ``edge`` and the time into it.
-
-        A portion whose thread has no segment reads segment 0 with no time into it:
-        every running total is 0 there.
-        """
-        times = portions[edge].to_numpy()
-        times = times if order is None else times[order]
-        seg = np.zeros(len(th), dtype=np.int64)
-        into = np.zeros(len(th), dtype=np.int64)
-        for k, (lo, hi) in enumerate(zip(seg_lo, seg_hi, strict=True)):
-            if lo == hi:
-                continue
-            mine = slice(runs[k], runs[k + 1])
-            starts = seg_start[lo:hi]
-            # Nothing is covered before the thread's first segment: read there instead.
-            instant = np.maximum(times[mine], starts[0])
-            at = lo + np.searchsorted(starts, instant, side="right") - 1
-            seg[mine] = at
-            into[mine] = np.minimum(instant, seg_end[at]) - seg_start[at]
-        return seg, into
-
-    out = {name: np.zeros(len(th), dtype=np.int64) for name in parts}
-    if len(th) and live:
-        (at_start, into_start), (at_end, into_end) = lookup("start_ns"), lookup("end_ns")
-        for name in live:
-            spent = np.take(before[name], at_end) - np.take(before[name], at_start)
-            spent += np.where(np.take(holds_at[name], at_end), into_end, 0)
-            spent -= np.where(np.take(holds_at[name], at_start), into_start, 0)
-            if order is None:
-                out[name] = spent
-            else:
-                out[name][order] = spent
-    return pl.DataFrame({"_gap": portions["_gap"], **out})
+    names = [*(f"{HOST_CAUSES[c]}_ns" for c in present), "_nvtx_ns"]
+    return dict(zip(names, spent, strict=True))
 
 
 def _overlaps(portions: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame:
@@ -1051,69 +1000,60 @@ def _host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def _split(
     table: pl.DataFrame,
-    per_cause: pl.DataFrame,
+    per_cause: dict[str, np.ndarray],
     text_time: pl.DataFrame,
     has_api: bool,
     no_host_data: bool,
-) -> pl.DataFrame:
-    """Adds ``<cause>_ns`` for every cause, ``cause`` and ``nvtx_text`` to each gap."""
-    host_ns = [f"{c}_ns" for c in HOST_CAUSES]
+) -> tuple[pl.DataFrame, frozenset[str]]:
+    """Adds ``<cause>_ns`` for every cause, ``cause`` and ``nvtx_text`` to each gap.
+
+    Also returns the cause columns that are 0 for every gap: they stay constant
+    columns, which take no memory (a dozen columns of millions of rows would).
+    """
     host_len = pl.when(_LAUNCHED).then(pl.col("_l") - pl.col("start_ns")).otherwise(0)
-    rest = host_len - pl.sum_horizontal(host_ns)
-    cause_ns = [f"{c}_ns" for c in CAUSES]
-    return (
-        table.with_columns(_per_gap(per_cause, table.height))
+    rest = host_len - pl.sum_horizontal(pl.lit(0), *(pl.col(name) for name in per_cause))
+    columns: dict[str, pl.Expr | None] = {f"{c}_ns": None for c in CAUSES}
+    if not has_api:
+        # Without a CUDA API table there is no launch to look for: nothing is known.
+        columns["unattributed_no_data_ns"] = pl.col("duration_ns")
+    else:
+        columns["unattributed_no_data_ns" if no_host_data else "unattributed_ns"] = rest
+        columns["launch_call_ns"] = (
+            pl.when(_LAUNCHED).then(pl.col("_le") - pl.col("_l")).otherwise(0)
+        )
+        columns["gpu_wait_ns"] = (
+            pl.when(_LAUNCHED).then(pl.col("end_ns") - pl.col("_le")).otherwise(0)
+        )
+        columns["no_launch_record_ns"] = pl.when(_LAUNCHED).then(0).otherwise(pl.col("duration_ns"))
+    constant = frozenset(
+        name for name, expr in columns.items() if expr is None and name not in per_cause
+    )
+    split = (
+        table.with_columns(pl.Series(name, values) for name, values in per_cause.items())
+        .with_columns(_nvtx_texts(table["_gap"], text_time))
         .lazy()
-        .join(_top_texts(text_time), on="_gap", how="left", maintain_order="left")
         .with_columns(
-            (pl.lit(0) if no_host_data else rest).alias("unattributed_ns"),
-            (rest if no_host_data else pl.lit(0)).alias("unattributed_no_data_ns"),
-            pl.when(_LAUNCHED)
-            .then(pl.col("_le") - pl.col("_l"))
-            .otherwise(0)
-            .alias("launch_call_ns"),
-            pl.when(_LAUNCHED)
-            .then(pl.col("end_ns") - pl.col("_le"))
-            .otherwise(0)
-            .alias("gpu_wait_ns"),
-            pl.when(_LAUNCHED)
-            .then(0)
-            .otherwise(pl.col("duration_ns"))
-            .alias("no_launch_record_ns"),
-        )
-        .with_columns(
-            # Without a CUDA API table there is no launch to look for: nothing is known.
-            *(
-                ()
-                if has_api
-                else (
-                    pl.col("no_launch_record_ns").alias("unattributed_no_data_ns"),
-                    pl.lit(0).alias("no_launch_record_ns"),
-                )
-            )
-        )
-        .with_columns(pl.col(c).cast(pl.Int64) for c in cause_ns)
-        .with_columns(
-            pl.when(pl.col("duration_ns") > 0).then(_largest(cause_ns, CAUSES)).alias("cause")
+            pl.lit(0, dtype=pl.Int64).alias(name)
+            if name in constant
+            else (pl.col(name) if expr is None else expr).cast(pl.Int64).alias(name)
+            for name, expr in columns.items()
         )
         .collect(engine=_ENGINE)
     )
-
-
-def _per_gap(rows: pl.DataFrame, gaps: int) -> list[pl.Series]:
-    """The columns of ``rows`` (numbered by ``_gap``) spread over all gaps, 0 elsewhere.
-
-    A scatter into zeros, not a join: on millions of gaps several times lighter.
-    """
-    at = rows["_gap"].to_numpy()
-    columns = []
-    for name in rows.columns:
-        if name == "_gap":
-            continue
-        values = np.zeros(gaps, dtype=np.int64)
-        values[at] = rows[name].to_numpy()
-        columns.append(pl.Series(name, values))
-    return columns
+    # Causes sum to the gap, so a gap with time has a positive largest cause, which a
+    # constant 0 column never ties: only the others are compared.
+    compared = [i for i, c in enumerate(CAUSES) if f"{c}_ns" not in constant]
+    top = first_largest(
+        [split[f"{CAUSES[i]}_ns"].to_numpy() for i in compared],
+        (split["duration_ns"] > 0).to_numpy(),
+    )
+    cause = pl.Series(top).replace_strict(
+        list(range(len(compared))),
+        [CAUSES[i] for i in compared],
+        default=None,
+        return_dtype=pl.String,
+    )
+    return split.with_columns(cause.alias("cause")), constant
 
 
 def _positions(at: np.ndarray) -> pl.Series:
@@ -1147,13 +1087,23 @@ def _text_time(hits: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _top_texts(text_time: pl.DataFrame) -> pl.LazyFrame:
-    return (
+def _nvtx_texts(gaps: pl.Series, text_time: pl.DataFrame) -> pl.Series:
+    """Per gap of ``gaps``, the innermost NVTX text covering most of its host portion."""
+    if text_time.is_empty():
+        return pl.repeat(None, len(gaps), dtype=pl.String, eager=True).alias("nvtx_text")
+    top = (
         text_time.lazy()
         .sort(["covered_ns", "nvtx_text"], descending=[True, False])
         .sort("_gap", maintain_order=True)
         .filter(_run_starts(["_gap"]))
         .select("_gap", "nvtx_text")
+    )
+    # Only the gap numbers go through the join, not the whole gap table.
+    return (
+        gaps.to_frame()
+        .lazy()
+        .join(top, on="_gap", how="left", maintain_order="left")
+        .collect(engine=_ENGINE)["nvtx_text"]
     )
 
 
@@ -1181,15 +1131,11 @@ def attribute_gaps(
     threads, portions = _host_portions(table)
     signature = gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi"))
     segments = _cause_segments(trace, threads, signature)
-    spent = _time_in(
-        portions,
-        segments,
-        {f"{c}_ns": pl.col("cause") == c for c in HOST_CAUSES} | {"_nvtx_ns": pl.col("_depth") > 0},
-    )
+    spent = _time_in(portions, segments, table.height)
     # Only portions with time inside NVTX ranges need the costlier interval join.
-    in_ranges = portions.join(spent.filter(pl.col("_nvtx_ns") > 0), on="_gap", how="semi")
+    in_ranges = portions.filter(spent.pop("_nvtx_ns")[portions["_gap"].to_numpy()] > 0)
     text_time = _text_time(_overlaps(in_ranges, _named(segments, trace, threads)))
-    table = _split(table, spent.drop("_nvtx_ns"), text_time, has_api, no_host_data)
+    table, constant = _split(table, spent, text_time, has_api, no_host_data)
 
     feed = [
         *([pl.col("_feed_source").alias("source")] if "source" not in keys else []),
@@ -1217,7 +1163,7 @@ def attribute_gaps(
     gpus = pl.concat(
         [trace.gpus.select(pl.col("gpu").cast(pl.Int32)), out.select(pl.col("gpu").cast(pl.Int32))]
     ).unique()
-    per_gpu = _per_gpu(out, gpus)
+    per_gpu = _per_gpu(out, gpus, constant)
     nvtx = _nvtx_table(
         text_time.join(table.select("_gap", "gpu"), on="_gap"),
         per_gpu.select("gpu", "gap_ns"),
@@ -1233,7 +1179,10 @@ def attribute_gaps(
     )
 
 
-def _per_gpu(gaps: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
+def _per_gpu(
+    gaps: pl.DataFrame, gpus: pl.DataFrame, constant: frozenset[str] = frozenset()
+) -> pl.DataFrame:
+    """Per GPU sums and shares; ``constant`` names the cause columns that are 0 throughout."""
     cause_ns = [f"{c}_ns" for c in CAUSES]
     sums = gaps.group_by(pl.col("gpu").cast(pl.Int32)).agg(
         pl.len().cast(pl.Int64).alias("gap_count"),
@@ -1242,7 +1191,10 @@ def _per_gpu(gaps: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
             (pl.col("primary") == p).sum().cast(pl.Int64).alias(f"{p}_count")
             for p in PRIMARY_CLASSES
         ),
-        *(pl.col(c).sum() for c in cause_ns),
+        *(
+            pl.lit(0, dtype=pl.Int64).alias(c) if c in constant else pl.col(c).sum()
+            for c in cause_ns
+        ),
     )
     counts = ["gap_count", "gap_ns", *(f"{p}_count" for p in PRIMARY_CLASSES), *cause_ns]
     joined = gpus.join(sums, on="gpu", how="left").with_columns(

@@ -1,0 +1,321 @@
+"""The loops of host attribution that run over every row of million-row tables, compiled.
+
+Host attribution (:mod:`nsysan.analyze.host`) cuts each feeding thread's timeline into
+segments with one cause (a sweep over the edges of every interval of the thread) and
+reads, for each host portion of a gap, the time each cause holds inside it (running
+totals read at both ends). On exports with millions of kernels both touch millions of
+rows several times when written as table operations (a sort of all edges, running
+sums, filters, look-ups), and were most of the time of all analyses together. As
+loops compiled by numba they are one pass each, with no intermediate tables
+(``benchmarks/analysis_bench.py`` gives the figures).
+
+The same goes for naming each gap's largest cause (a first-maximum over a dozen
+columns, which as a table expression is a dozen passes).
+
+The functions here take and return plain numpy arrays; the meaning (which layer is
+which cause, what a portion is) stays in host.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numba import njit
+
+__all__ = ["EdgeStreams", "cause_segments", "first_largest", "time_per_cause"]
+
+
+class EdgeStreams:
+    """Interval edges as streams sorted by (thread, time), each adding ``step`` to a layer.
+
+    Every interval of a layer gives a start edge (+1) to one stream and an end edge
+    (-1) to another, so a layer's open count is known at any instant from the two.
+    """
+
+    def __init__(self) -> None:
+        self._threads: list[np.ndarray] = []
+        self._times: list[np.ndarray] = []
+        self.layers: list[int] = []
+        self.steps: list[int] = []
+
+    def add_layer(self, layer: int, thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        """Intervals ``[start, end)`` of ``layer`` (thread ids are small non-negative ints)."""
+        for times, step in ((start, 1), (end, -1)):
+            order = _thread_time_order(thread, times)
+            self._threads.append(thread if order is None else thread[order])
+            self._times.append(times if order is None else times[order])
+            self.layers.append(layer)
+            self.steps.append(step)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """All streams end to end: threads, times, and where each stream starts (plus the end)."""
+        offsets = np.zeros(len(self._times) + 1, dtype=np.int64)
+        np.cumsum([len(t) for t in self._times], out=offsets[1:])
+        if not self._times:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), offsets
+        threads = np.concatenate(self._threads).astype(np.int64, copy=False)
+        return threads, np.concatenate(self._times).astype(np.int64, copy=False), offsets
+
+
+def _thread_time_order(thread: np.ndarray, times: np.ndarray) -> np.ndarray | None:
+    """The permutation that orders the edges by (thread, time); None when they already are."""
+    if _sorted_by_thread_time(thread, times):
+        return None
+    if np.all(times[:-1] <= times[1:]):
+        # Already in time order (ingest order, several threads interleaved): a stable
+        # sort by the small thread number keeps it within each thread.
+        narrow = thread.astype(np.uint16) if thread.max(initial=0) < 1 << 16 else thread
+        return np.argsort(narrow, kind="stable")
+    return np.lexsort((times, thread))
+
+
+@njit(nogil=True, cache=True)
+def _sorted_by_thread_time(thread: np.ndarray, times: np.ndarray) -> bool:
+    for i in range(1, len(times)):
+        if thread[i] < thread[i - 1] or (thread[i] == thread[i - 1] and times[i] < times[i - 1]):
+            return False
+    return True
+
+
+def cause_segments(
+    streams: EdgeStreams, layer_count: int, depth_layer: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Disjoint segments of one cause each, in (thread, start) order.
+
+    Between two consecutive instants with an edge on a thread, the state after the
+    last edge at the first instant holds. The segment's cause is the lowest-numbered
+    layer open (layer numbers are precedence); time with no layer open is no
+    segment. Returns threads, starts, ends, causes (int8 layer numbers) and the open
+    count of ``depth_layer`` (0 everywhere when it is negative).
+    """
+    threads, times, offsets = streams.arrays()
+    return _sweep(
+        threads,
+        times,
+        offsets,
+        np.asarray(streams.layers, dtype=np.int64),
+        np.asarray(streams.steps, dtype=np.int64),
+        layer_count,
+        depth_layer,
+    )
+
+
+@njit(nogil=True, cache=True)
+def _sweep(threads, times, offsets, stream_layer, stream_step, layer_count, depth_layer):  # type: ignore[no-untyped-def]
+    streams = len(offsets) - 1
+    pos = offsets[:-1].copy()
+    stop = offsets[1:]
+    depth = np.zeros(max(layer_count, 1), dtype=np.int64)
+    # A segment ends at an edge, so there are fewer segments than edges.
+    capacity = len(times)
+    seg_thread = np.empty(capacity, dtype=np.int64)
+    seg_start = np.empty(capacity, dtype=np.int64)
+    seg_end = np.empty(capacity, dtype=np.int64)
+    seg_cause = np.empty(capacity, dtype=np.int8)
+    seg_depth = np.empty(capacity, dtype=np.int64)
+    count = 0
+    prev_thread, prev_time, prev_cause, prev_depth = -1, 0, -1, 0
+    while True:
+        # The next instant: the smallest (thread, time) among the stream heads.
+        best = -1
+        now_thread, now_time = 0, 0
+        for s in range(streams):
+            i = pos[s]
+            if i < stop[s] and (
+                best < 0
+                or threads[i] < now_thread
+                or (threads[i] == now_thread and times[i] < now_time)
+            ):
+                best, now_thread, now_time = s, threads[i], times[i]
+        if best < 0:
+            break
+        if prev_cause >= 0 and prev_thread == now_thread:
+            seg_thread[count] = prev_thread
+            seg_start[count] = prev_time
+            seg_end[count] = now_time
+            seg_cause[count] = prev_cause
+            seg_depth[count] = prev_depth
+            count += 1
+        for s in range(streams):
+            i = pos[s]
+            while i < stop[s] and threads[i] == now_thread and times[i] == now_time:
+                depth[stream_layer[s]] += stream_step[s]
+                i += 1
+            pos[s] = i
+        prev_cause = -1
+        for layer in range(layer_count):
+            if depth[layer] > 0:
+                prev_cause = layer
+                break
+        prev_thread, prev_time = now_thread, now_time
+        prev_depth = depth[depth_layer] if depth_layer >= 0 else 0
+    # Views, not copies: the unused tail was never written, so it holds no memory.
+    return (
+        seg_thread[:count],
+        seg_start[:count],
+        seg_end[:count],
+        seg_cause[:count],
+        seg_depth[:count],
+    )
+
+
+def time_per_cause(
+    segments: Sequence[np.ndarray],
+    layer_count: int,
+    portions: Sequence[np.ndarray],
+    slots: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per slot, the time of its portion in the segments of each cause, and inside depth > 0.
+
+    ``segments`` is :func:`cause_segments`' output; ``portions`` are threads, starts,
+    ends and slots (where each portion's times are written; a slot holds one
+    portion). Returns the causes that occur in ``segments`` (layer numbers) and an
+    int64 array with one row per such cause and a last row for depth > 0, one column
+    per slot (0 for slots with no portion).
+    """
+    seg_thread, seg_start, seg_end, seg_cause, seg_depth = segments
+    present = np.flatnonzero(np.bincount(seg_cause, minlength=layer_count))
+    # Only causes that occur get a running total: usually two or three of seven.
+    column = np.full(max(layer_count, 1), -1, dtype=np.int64)
+    column[present] = np.arange(len(present))
+    thread, start, end, slot = (np.ascontiguousarray(a, dtype=np.int64) for a in portions)
+    spent = _time_per_cause(
+        seg_thread,
+        seg_start,
+        seg_end,
+        seg_cause,
+        seg_depth,
+        column,
+        len(present),
+        thread,
+        start,
+        end,
+        slot,
+        slots,
+    )
+    return present, spent
+
+
+@njit(nogil=True, cache=True)
+def _time_per_cause(  # type: ignore[no-untyped-def]
+    seg_thread,
+    seg_start,
+    seg_end,
+    seg_cause,
+    seg_depth,
+    column,
+    causes,
+    thread,
+    start,
+    end,
+    slot,
+    slots,
+):
+    parts = causes + 1
+    n = len(seg_start)
+    out = np.zeros((parts, slots), dtype=np.int64)
+    if n == 0:
+        return out
+    # Running totals, exclusive (row i: the time before segment i), over all threads:
+    # a difference of two readings on one thread is exact. Row-major, so one
+    # reading is one cache line.
+    before = np.empty((n, parts), dtype=np.int64)
+    before[0, :] = 0
+    for i in range(1, n):
+        length = seg_end[i - 1] - seg_start[i - 1]
+        for p in range(parts):
+            before[i, p] = before[i - 1, p]
+        before[i, column[seg_cause[i - 1]]] += length
+        if seg_depth[i - 1] > 0:
+            before[i, causes] += length
+    # Each thread's segments are one run: its first and one-past-last rows.
+    threads = seg_thread[n - 1] + 1
+    for t in thread:
+        threads = max(threads, t + 1)
+    first = np.full(threads, n, dtype=np.int64)
+    last = np.zeros(threads, dtype=np.int64)
+    for i in range(n - 1, -1, -1):
+        first[seg_thread[i]] = i
+    for i in range(n):
+        last[seg_thread[i]] = i + 1
+    reading_start = np.zeros(parts, dtype=np.int64)
+    # Where the thread's last reading was: portions usually come in time order, so
+    # the next reading is a few segments on.
+    hint = first.copy()
+    for k in range(len(start)):
+        lo, hi = first[thread[k]], last[thread[k]]
+        if lo >= hi:
+            continue
+        for edge in range(2):
+            instant = start[k] if edge == 0 else end[k]
+            # The last segment starting at or before the instant (the thread's first
+            # segment when none does: nothing is covered before it).
+            at = _last_at_or_before(seg_start, lo, hi, hint[thread[k]], instant)
+            hint[thread[k]] = at
+            if seg_start[at] > instant:
+                instant = seg_start[lo]
+            into = min(instant, seg_end[at]) - seg_start[at]
+            held = column[seg_cause[at]]
+            for p in range(parts):
+                value = before[at, p]
+                if p == held or (p == causes and seg_depth[at] > 0):
+                    value += into
+                if edge == 0:
+                    reading_start[p] = value
+                else:
+                    out[p, slot[k]] = value - reading_start[p]
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _last_at_or_before(starts, lo, hi, hint, instant):  # type: ignore[no-untyped-def]
+    """The last row in ``[lo, hi)`` of sorted ``starts`` at or before ``instant`` (``lo`` if none).
+
+    Gallops from ``hint``: a search costs the log of the distance from there.
+    """
+    if starts[hint] <= instant:
+        # Forward: find a row past the instant, doubling the stride.
+        below, stride = hint, 1
+        while below + stride < hi and starts[below + stride] <= instant:
+            below += stride
+            stride *= 2
+        above = min(below + stride, hi)
+    else:
+        above, stride = hint, 1
+        while above - stride >= lo and starts[above - stride] > instant:
+            above -= stride
+            stride *= 2
+        below = above - stride
+        if below < lo:
+            if starts[lo] > instant:
+                return lo
+            below = lo
+    # starts[below] <= instant < starts[above] (above == hi: past the end).
+    while above - below > 1:
+        middle = (below + above) // 2
+        if starts[middle] <= instant:
+            below = middle
+        else:
+            above = middle
+    return below
+
+
+def first_largest(columns: Sequence[np.ndarray], where: np.ndarray) -> np.ndarray:
+    """Per row, the position of the largest of ``columns`` (the first on a tie); -1 where not ``where``."""
+    return _first_largest(tuple(np.ascontiguousarray(c, dtype=np.int64) for c in columns), where)
+
+
+@njit(nogil=True, cache=True)
+def _first_largest(columns, where):  # type: ignore[no-untyped-def]
+    rows = len(where)
+    top = np.full(rows, -1, dtype=np.int8)
+    for i in range(rows):
+        if not where[i]:
+            continue
+        best, at = columns[0][i], 0
+        for j in range(1, len(columns)):
+            if columns[j][i] > best:
+                best, at = columns[j][i], j
+        top[i] = at
+    return top
