@@ -70,7 +70,14 @@ from typing import Final
 import numpy as np
 import polars as pl
 
-from nsysan.analyze.host_loops import EdgeStreams, cause_segments, first_largest, time_per_cause
+from nsysan.analyze.host_loops import (
+    EdgeStreams,
+    cause_segments,
+    find_rows,
+    first_largest,
+    gather_sorted,
+    time_per_cause,
+)
 from nsysan.intervals import sort_if_needed
 from nsysan.model import Capabilities, Trace
 from nsysan.settings import Settings
@@ -488,6 +495,17 @@ def _packed(df: pl.DataFrame, cols: Sequence[str], widths: Sequence[int]) -> pl.
     return df.select(_packed_key(cols, widths).alias("_key")).to_series()
 
 
+def _unpacked(
+    keys: pl.Series, cols: Sequence[str], widths: Sequence[int], schema: pl.Schema
+) -> pl.DataFrame:
+    """The columns ``cols`` (dtypes from ``schema``) that :func:`_packed` packed into ``keys``."""
+    shifts = np.cumsum([0, *reversed(widths)])[:-1][::-1]
+    return keys.to_frame("_key").select(
+        ((pl.col("_key") // (1 << int(shift))) % (1 << width)).cast(schema[col]).alias(col)
+        for col, width, shift in zip(cols, widths, shifts, strict=True)
+    )
+
+
 def _launch_calls(cuda_api: pl.DataFrame) -> pl.DataFrame:
     """CUDA API rows that can be launch calls, named for the gap table."""
     return cuda_api.select(
@@ -518,15 +536,11 @@ def _launch_of(found: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     # Only the keys are sorted, not the calls. Ids rise with time in each process,
     # so the rows come in a few long runs, which a stable sort (timsort) merges fast.
     order = np.argsort(keys, kind="stable")
-    table = keys[order]
-    if len(table) > 1 and np.any(table[1:] == table[:-1]):
+    table, repeated = gather_sorted(keys, order)
+    if repeated:
         order, table = _preferred_calls(calls, order, table)
     queries = _packed(found, _CALL_KEYS, widths).fill_null(-1).to_numpy()
-    at = np.minimum(np.searchsorted(table, queries), max(len(table) - 1, 0))
-    if len(table):
-        rows = np.where(table[at] == queries, order[at], -1)
-    else:
-        rows = np.full(len(queries), -1)
+    rows = find_rows(table, order, queries)
     extra = [c for c in calls.columns if c not in _CALL_KEYS]
     return pl.concat(
         [found, calls.select(pl.col(extra).gather(_positions(rows)))], how="horizontal"
@@ -657,6 +671,14 @@ def _positive(df: pl.LazyFrame) -> pl.LazyFrame:
 
 def _feeding(df: pl.DataFrame, threads: pl.DataFrame) -> pl.LazyFrame:
     """The rows of ``df`` on the feeding threads, with their ``_th``, in ``df``'s order."""
+    if threads.height == 1:
+        # The usual case: one process feeds its GPU from one thread.
+        (row,) = threads.iter_rows(named=True)
+        return (
+            df.lazy()
+            .filter(pl.all_horizontal(pl.col(c) == row[c] for c in _THREAD))
+            .with_columns(pl.lit(row[_TH], dtype=threads.schema[_TH]).alias(_TH))
+        )
     widths = _bit_widths([threads], _THREAD)
     if threads.is_empty() or widths is None or sum(widths) > _PACKED_BITS:
         return df.lazy().join(threads.lazy(), on=list(_THREAD), how="inner", maintain_order="left")
@@ -989,11 +1011,27 @@ def _host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         )
         .collect(engine=_ENGINE)
     )
-    threads = with_host.select(_THREAD).unique().sort(list(_THREAD)).with_row_index(_TH)
-    portions = (
-        _feeding(with_host, threads)
-        .select("_gap", _TH, "start_ns", "end_ns")
-        .collect(engine=_ENGINE)
+    widths = _bit_widths([with_host], _THREAD)
+    if (
+        widths is None
+        or sum(widths) > _PACKED_BITS
+        or with_host.select(_THREAD).null_count().sum_horizontal().item()
+    ):
+        threads = with_host.select(_THREAD).unique().sort(list(_THREAD)).with_row_index(_TH)
+        portions = (
+            _feeding(with_host, threads)
+            .select("_gap", _TH, "start_ns", "end_ns")
+            .collect(engine=_ENGINE)
+        )
+        return threads, portions
+    # A thread is one packed integer: the distinct ones of a million rows are a
+    # one-column unique, and a thread's number a binary search among a handful.
+    keys = _packed(with_host, _THREAD, widths)
+    distinct = keys.unique().sort()
+    threads = _unpacked(distinct, _THREAD, widths, with_host.schema).with_row_index(_TH)
+    number = np.searchsorted(distinct.to_numpy(), keys.to_numpy())
+    portions = with_host.select(
+        "_gap", pl.Series(_TH, number, dtype=threads.schema[_TH]), "start_ns", "end_ns"
     )
     return threads, portions
 

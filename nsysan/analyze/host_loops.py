@@ -23,7 +23,14 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit
 
-__all__ = ["EdgeStreams", "cause_segments", "first_largest", "time_per_cause"]
+__all__ = [
+    "EdgeStreams",
+    "cause_segments",
+    "find_rows",
+    "first_largest",
+    "gather_sorted",
+    "time_per_cause",
+]
 
 
 class EdgeStreams:
@@ -54,7 +61,8 @@ class EdgeStreams:
         np.cumsum([len(t) for t in self._times], out=offsets[1:])
         if not self._times:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), offsets
-        threads = np.concatenate(self._threads).astype(np.int64, copy=False)
+        # Thread numbers keep their (narrow) type: these are tens of millions of edges.
+        threads = np.concatenate(self._threads)
         return threads, np.concatenate(self._times).astype(np.int64, copy=False), offsets
 
 
@@ -109,7 +117,7 @@ def _sweep(threads, times, offsets, stream_layer, stream_step, layer_count, dept
     depth = np.zeros(max(layer_count, 1), dtype=np.int64)
     # A segment ends at an edge, so there are fewer segments than edges.
     capacity = len(times)
-    seg_thread = np.empty(capacity, dtype=np.int64)
+    seg_thread = np.empty(capacity, dtype=threads.dtype)
     seg_start = np.empty(capacity, dtype=np.int64)
     seg_end = np.empty(capacity, dtype=np.int64)
     seg_cause = np.empty(capacity, dtype=np.int8)
@@ -319,3 +327,34 @@ def _first_largest(columns, where):  # type: ignore[no-untyped-def]
                 best, at = columns[j][i], j
         top[i] = at
     return top
+
+
+@njit(nogil=True, cache=True)
+def gather_sorted(keys, order):  # type: ignore[no-untyped-def]
+    """``keys[order]`` (sorted by ``order``) and whether two of them are equal."""
+    table = np.empty(len(order), dtype=keys.dtype)
+    repeated = False
+    for i in range(len(order)):
+        table[i] = keys[order[i]]
+        if i and table[i] == table[i - 1]:
+            repeated = True
+    return table, repeated
+
+
+@njit(nogil=True, cache=True)
+def find_rows(table, rows, queries):  # type: ignore[no-untyped-def]
+    """Per query, ``rows[i]`` for the ``i`` with ``table[i] == query``; -1 where none.
+
+    ``table`` is sorted with distinct values. Queries mostly rise (ids in time
+    order), so each search gallops from where the previous one ended.
+    """
+    found = np.full(len(queries), -1, dtype=np.int64)
+    n = len(table)
+    if n == 0:
+        return found
+    at = 0
+    for k in range(len(queries)):
+        at = _last_at_or_before(table, 0, n, at, queries[k])
+        if table[at] == queries[k]:
+            found[k] = rows[at]
+    return found
