@@ -148,6 +148,9 @@ CAUSE_LABELS = {
     "no_launch_record": "no launch record",
 }
 PRIMARY_CLASSES = ("launched_late", "gpu_wait", "no_launch_record", "no_data")
+# Per-gap labels as Enums: millions of short strings are slow to build.
+_PRIMARY = pl.Enum(PRIMARY_CLASSES)
+_CAUSE = pl.Enum(CAUSES)
 
 # Calls that block the host until GPU work completes: explicit synchronization and
 # the synchronous (non-Async) copies. Names after _v<N>/_ptsz/_ptds are stripped.
@@ -288,7 +291,8 @@ class HostResult:
     ``next_correlation_id``, ``launch_name``, ``launch_start_ns``, ``launch_end_ns``,
     ``primary`` (:data:`PRIMARY_CLASSES`), ``cause`` (the cause with the most time
     in the gap), ``nvtx_text`` and ``<cause>_ns`` for every cause in :data:`CAUSES`
-    (summing to ``duration_ns``).
+    (summing to ``duration_ns``). ``next_kind``, ``primary`` and ``cause`` are
+    Enums of those names (they compare equal to the plain strings).
     ``per_gpu``: one row per GPU: ``gap_count``, ``gap_ns``, gap counts per primary
     class (``<class>_count``), ``<cause>_ns`` and ``<cause>_share`` (of ``gap_ns``;
     they sum to 1; null when the GPU has no gap time), ``host_share`` (the host-side
@@ -357,6 +361,7 @@ def _run_ends(cols: Sequence[str]) -> pl.Expr:
 
 # Preference among operations starting at the same instant.
 _KIND_ORDER = ("kernel", "memcpy", "memset")
+_KIND = pl.Enum(_KIND_ORDER)
 
 
 def _by_gpu_then(df: pl.DataFrame, col: str) -> pl.DataFrame:
@@ -965,12 +970,12 @@ def _classified(table: pl.LazyFrame, has_api: bool, slack_ns: int) -> pl.LazyFra
     """Adds ``primary``, ``duration_ns`` and the launch call clamped into the gap (``_l, _le``)."""
     return table.with_columns(
         pl.when(pl.lit(not has_api))
-        .then(pl.lit("no_data"))
+        .then(pl.lit("no_data", dtype=_PRIMARY))
         .when(~_LAUNCHED)
-        .then(pl.lit("no_launch_record"))
+        .then(pl.lit("no_launch_record", dtype=_PRIMARY))
         .when(pl.col("launch_start_ns") >= pl.col("start_ns") - slack_ns)
-        .then(pl.lit("launched_late"))
-        .otherwise(pl.lit("gpu_wait"))
+        .then(pl.lit("launched_late", dtype=_PRIMARY))
+        .otherwise(pl.lit("gpu_wait", dtype=_PRIMARY))
         .alias("primary"),
         (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
         pl.when(_LAUNCHED).then(_clamp("launch_start_ns")).alias("_l"),
@@ -1089,7 +1094,7 @@ def _split(
         list(range(len(compared))),
         [CAUSES[i] for i in compared],
         default=None,
-        return_dtype=pl.String,
+        return_dtype=_CAUSE,
     )
     return split.with_columns(cause.alias("cause")), constant
 
@@ -1187,7 +1192,7 @@ def attribute_gaps(
         *feed,
         "tid",
         pl.col("_kind_rank")
-        .replace_strict(list(range(len(_KIND_ORDER))), list(_KIND_ORDER), return_dtype=pl.String)
+        .replace_strict(list(range(len(_KIND_ORDER))), list(_KIND_ORDER), return_dtype=_KIND)
         .alias("next_kind"),
         "next_correlation_id",
         "launch_name",
