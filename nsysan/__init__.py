@@ -6,7 +6,19 @@ imbalance. Public API: :func:`load_trace` (ingest), more in later modules.
 
 from __future__ import annotations
 
-from nsysan.ingest import load_trace
+import os
+
+# Polars' allocator (jemalloc) hands freed memory back to the system within about a
+# second; an analysis that frees and allocates tables of millions of rows then pays
+# a page fault per 4 KiB to get it back, which on virtual machines was a third of
+# its time. Keeping freed memory 30 s (decay) makes it reusable at once. It only
+# applies when nsysan is imported before polars (the CLI always is); a value the
+# user set wins. benchmarks/README.md has the figures.
+os.environ.setdefault(
+    "_RJEM_MALLOC_CONF", "background_thread:true,dirty_decay_ms:30000,muzzy_decay_ms:30000"
+)
+
+from nsysan.ingest import load_trace  # noqa: E402
 from nsysan.model import Trace
 
 __version__ = "0.1.0"

@@ -181,32 +181,43 @@ def time_per_cause(
     portion). Returns the causes that occur in ``segments`` (layer numbers) and an
     int64 array with one row per such cause and a last row for depth > 0, one column
     per slot (0 for slots with no portion).
+
+    A portion's time in a cause is a running total of that cause's time along its
+    thread, read at the portion's end minus read at its start. The readings are
+    taken in time order per thread (starts in one pass, ends in another), so the
+    running totals are carried along instead of stored per segment.
     """
     seg_thread, seg_start, seg_end, seg_cause, seg_depth = segments
     present = np.flatnonzero(np.bincount(seg_cause, minlength=layer_count))
     # Only causes that occur get a running total: usually two or three of seven.
     column = np.full(max(layer_count, 1), -1, dtype=np.int64)
     column[present] = np.arange(len(present))
-    thread, start, end, slot = (np.ascontiguousarray(a, dtype=np.int64) for a in portions)
-    spent = _time_per_cause(
-        seg_thread,
-        seg_start,
-        seg_end,
-        seg_cause,
-        seg_depth,
-        column,
-        len(present),
-        thread,
-        start,
-        end,
-        slot,
-        slots,
-    )
-    return present, spent
+    thread, start, end, slot = portions
+    out = np.zeros((len(present) + 1, slots), dtype=np.int64)
+    if len(seg_start) == 0:
+        return present, out
+    for times, sign in ((start, -1), (end, 1)):
+        order = _thread_time_order(thread, times)
+        _add_readings(
+            seg_thread,
+            seg_start,
+            seg_end,
+            seg_cause,
+            seg_depth,
+            column,
+            len(present),
+            thread,
+            times,
+            np.arange(len(times)) if order is None else order,
+            slot,
+            sign,
+            out,
+        )
+    return present, out
 
 
 @njit(nogil=True, cache=True)
-def _time_per_cause(  # type: ignore[no-untyped-def]
+def _add_readings(  # type: ignore[no-untyped-def]
     seg_thread,
     seg_start,
     seg_end,
@@ -215,65 +226,47 @@ def _time_per_cause(  # type: ignore[no-untyped-def]
     column,
     causes,
     thread,
-    start,
-    end,
+    times,
+    order,
     slot,
-    slots,
+    sign,
+    out,
 ):
+    """Adds ``sign`` x the running totals read at ``times`` (visited in ``order``) to ``out``.
+
+    ``order`` visits the readings by (thread, time). A reading at an instant is the
+    time of the thread's segments before the last segment starting at or before the
+    instant, plus that segment's time up to the instant; 0 before the thread's first
+    segment.
+    """
     parts = causes + 1
-    n = len(seg_start)
-    out = np.zeros((parts, slots), dtype=np.int64)
-    if n == 0:
-        return out
-    # Running totals, exclusive (row i: the time before segment i), over all threads:
-    # a difference of two readings on one thread is exact. Row-major, so one
-    # reading is one cache line.
-    before = np.empty((n, parts), dtype=np.int64)
-    before[0, :] = 0
-    for i in range(1, n):
-        length = seg_end[i - 1] - seg_start[i - 1]
-        for p in range(parts):
-            before[i, p] = before[i - 1, p]
-        before[i, column[seg_cause[i - 1]]] += length
-        if seg_depth[i - 1] > 0:
-            before[i, causes] += length
-    # Each thread's segments are one run: its first and one-past-last rows.
-    threads = seg_thread[n - 1] + 1
-    for t in thread:
-        threads = max(threads, t + 1)
-    first = np.full(threads, n, dtype=np.int64)
-    last = np.zeros(threads, dtype=np.int64)
-    for i in range(n - 1, -1, -1):
-        first[seg_thread[i]] = i
-    for i in range(n):
-        last[seg_thread[i]] = i + 1
-    reading_start = np.zeros(parts, dtype=np.int64)
-    # Where the thread's last reading was: portions usually come in time order, so
-    # the next reading is a few segments on.
-    hint = first.copy()
-    for k in range(len(start)):
-        lo, hi = first[thread[k]], last[thread[k]]
-        if lo >= hi:
+    acc = np.zeros(parts, dtype=np.int64)
+    current = -1
+    at = lo = hi = 0
+    for k in order:
+        t = thread[k]
+        if t != current:
+            # A new thread: its run of segments, totals from 0.
+            current = t
+            lo = np.searchsorted(seg_thread, t, side="left")
+            hi = np.searchsorted(seg_thread, t, side="right")
+            at = lo
+            acc[:] = 0
+        if lo >= hi or times[k] < seg_start[lo]:
             continue
-        for edge in range(2):
-            instant = start[k] if edge == 0 else end[k]
-            # The last segment starting at or before the instant (the thread's first
-            # segment when none does: nothing is covered before it).
-            at = _last_at_or_before(seg_start, lo, hi, hint[thread[k]], instant)
-            hint[thread[k]] = at
-            if seg_start[at] > instant:
-                instant = seg_start[lo]
-            into = min(instant, seg_end[at]) - seg_start[at]
-            held = column[seg_cause[at]]
-            for p in range(parts):
-                value = before[at, p]
-                if p == held or (p == causes and seg_depth[at] > 0):
-                    value += into
-                if edge == 0:
-                    reading_start[p] = value
-                else:
-                    out[p, slot[k]] = value - reading_start[p]
-    return out
+        while at + 1 < hi and seg_start[at + 1] <= times[k]:
+            length = seg_end[at] - seg_start[at]
+            acc[column[seg_cause[at]]] += length
+            if seg_depth[at] > 0:
+                acc[causes] += length
+            at += 1
+        into = min(times[k], seg_end[at]) - seg_start[at]
+        held = column[seg_cause[at]]
+        for p in range(parts):
+            value = acc[p]
+            if p == held or (p == causes and seg_depth[at] > 0):
+                value += into
+            out[p, slot[k]] += sign * value
 
 
 @njit(nogil=True, cache=True)
