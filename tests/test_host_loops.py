@@ -142,6 +142,10 @@ def test_first_largest_takes_the_first_of_equals(rows: list[list[int]]) -> None:
     got = first_largest(columns, where)
     expected = [r.index(max(r)) if w else -1 for r, w in zip(rows, where, strict=True)]
     assert got.tolist() == expected
+    # A column left out never wins, even when it holds the largest value.
+    got = first_largest([columns[0], None, columns[2]], where)
+    expected = [(0 if r[0] >= r[2] else 2) if w else -1 for r, w in zip(rows, where, strict=True)]
+    assert got.tolist() == expected
 
 
 @hsettings(deadline=None)

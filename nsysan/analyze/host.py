@@ -1085,16 +1085,12 @@ def _split(
     )
     # Causes sum to the gap, so a gap with time has a positive largest cause, which a
     # constant 0 column never ties: only the others are compared.
-    compared = [i for i, c in enumerate(CAUSES) if f"{c}_ns" not in constant]
     top = first_largest(
-        [split[f"{CAUSES[i]}_ns"].to_numpy() for i in compared],
+        [None if f"{c}_ns" in constant else split[f"{c}_ns"].to_numpy() for c in CAUSES],
         (split["duration_ns"] > 0).to_numpy(),
     )
     cause = pl.Series(top).replace_strict(
-        list(range(len(compared))),
-        [CAUSES[i] for i in compared],
-        default=None,
-        return_dtype=_CAUSE,
+        list(range(len(CAUSES))), list(CAUSES), default=None, return_dtype=_CAUSE
     )
     return split.with_columns(cause.alias("cause")), constant
 

@@ -302,21 +302,34 @@ def _last_at_or_before(starts, lo, hi, hint, instant):  # type: ignore[no-untype
     return below
 
 
-def first_largest(columns: Sequence[np.ndarray], where: np.ndarray) -> np.ndarray:
-    """Per row, the position of the largest of ``columns`` (the first on a tie); -1 where not ``where``."""
-    return _first_largest(tuple(np.ascontiguousarray(c, dtype=np.int64) for c in columns), where)
+def first_largest(columns: Sequence[np.ndarray | None], where: np.ndarray) -> np.ndarray:
+    """Per row, the position of the largest of ``columns`` (the first on a tie); -1 where not ``where``.
+
+    A ``None`` column is left out of the comparison (a column known to be smaller).
+    """
+    real = [c for c in columns if c is not None]
+    if not real:
+        return np.full(len(where), -1, dtype=np.int8)
+    # Always as many arrays (a stand-in for the left-out ones), so the loop is
+    # compiled once, not once per count of columns.
+    arrays = tuple(
+        np.ascontiguousarray(real[0] if c is None else c, dtype=np.int64) for c in columns
+    )
+    compared = np.array([c is not None for c in columns])
+    return _first_largest(arrays, compared, where)
 
 
 @njit(nogil=True, cache=True)
-def _first_largest(columns, where):  # type: ignore[no-untyped-def]
+def _first_largest(columns, compared, where):  # type: ignore[no-untyped-def]
     rows = len(where)
     top = np.full(rows, -1, dtype=np.int8)
     for i in range(rows):
         if not where[i]:
             continue
-        best, at = columns[0][i], 0
-        for j in range(1, len(columns)):
-            if columns[j][i] > best:
+        at = -1
+        best = 0
+        for j in range(len(columns)):
+            if compared[j] and (at < 0 or columns[j][i] > best):
                 best, at = columns[j][i], j
         top[i] = at
     return top
