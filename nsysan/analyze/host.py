@@ -50,15 +50,17 @@ Definition (docs/metrics/host.md):
 * **Unavailable.** A cause whose table is missing (:attr:`Capabilities.present`) is
   never assigned; :attr:`HostResult.unavailable` names it with the reason.
 
-How, without a loop over gaps (millions in big exports): the next operation is an
-exact as-of join on the kernels, which ingest keeps in (gpu, start) order, so neither
-side is sorted again; only operations tied at one instant are ranked. The launch call
-is one binary search over the CUDA API rows keyed by (source, pid, correlation id)
-packed into one integer (an as-of join when the ids are too wide to pack). One sweep
-over the edges of the feeding threads' intervals cuts their timelines into segments
-of one cause; running totals of each cause's time over the segments, read at both
-ends of a host portion with one binary search per thread, give the portion's split;
-only portions inside NVTX ranges meet the named segments one by one, for the text.
+How, without a Python loop over gaps (millions in big exports): the next operation
+is an exact as-of join on the kernels, which ingest keeps in (gpu, start) order, so
+neither side is sorted again; only operations tied at one instant are ranked. The
+launch call is a look-up among the CUDA API rows keyed by (source, pid, correlation
+id) packed into one integer, only the keys sorted (an as-of join when the ids are too
+wide to pack). One sweep over the edges of the feeding threads' intervals cuts their
+timelines into segments of one cause; a running total of each cause's time along a
+thread, read at both ends of a host portion, gives the portion's split, with the
+readings taken in time order so the totals are carried along. Those loops are
+compiled (:mod:`nsysan.analyze.host_loops`). Only portions inside NVTX ranges meet
+the named segments one by one, for the text.
 """
 
 from __future__ import annotations
