@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from nsysan.analyze import host_loops
 from nsysan.analyze.host_loops import (
     EdgeStreams,
     cause_segments,
@@ -164,3 +167,20 @@ def test_find_rows_matches_a_dictionary(keys: list[int], queries: list[int]) -> 
     rows = find_rows(table, order, np.array(sorted(queries) + queries, dtype=np.int64))
     row_of = {k: i for i, k in enumerate(keys)}
     assert rows.tolist() == [row_of.get(q, -1) for q in sorted(queries) + queries]
+
+
+def test_without_a_writable_cache_the_loops_compile_per_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[dict[str, bool]] = []
+
+    def njit(**options: bool) -> Callable[[Callable[..., int]], Callable[..., int]]:
+        asked.append(options)
+        if options.get("cache"):
+            raise RuntimeError("cannot cache function: no locator available")
+        return lambda function: function
+
+    monkeypatch.setattr(host_loops, "njit", njit)
+    compiled = host_loops._compiled(lambda: 7)
+    assert compiled() == 7
+    assert asked == [{"nogil": True, "cache": True}, {"nogil": True}]

@@ -18,7 +18,8 @@ which cause, what a portion is) stays in host.py.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -31,6 +32,16 @@ __all__ = [
     "gather_sorted",
     "time_per_cause",
 ]
+
+
+def _compiled(function: Callable[..., Any]) -> Any:
+    """``function`` compiled by numba, cached on disk when a cache folder is writable."""
+    try:
+        return njit(nogil=True, cache=True)(function)
+    except RuntimeError:
+        # Neither the package folder nor numba's user cache can be written (a
+        # read-only install): compile once per process instead.
+        return njit(nogil=True)(function)
 
 
 class EdgeStreams:
@@ -78,7 +89,7 @@ def _thread_time_order(thread: np.ndarray, times: np.ndarray) -> np.ndarray | No
     return np.lexsort((times, thread))
 
 
-@njit(nogil=True, cache=True)
+@_compiled
 def _sorted_by_thread_time(thread: np.ndarray, times: np.ndarray) -> bool:
     for i in range(1, len(times)):
         if thread[i] < thread[i - 1] or (thread[i] == thread[i - 1] and times[i] < times[i - 1]):
@@ -109,7 +120,7 @@ def cause_segments(
     )
 
 
-@njit(nogil=True, cache=True)
+@_compiled
 def _sweep(threads, times, offsets, stream_layer, stream_step, layer_count, depth_layer):  # type: ignore[no-untyped-def]
     streams = len(offsets) - 1
     pos = offsets[:-1].copy()
@@ -216,7 +227,7 @@ def time_per_cause(
     return present, out
 
 
-@njit(nogil=True, cache=True)
+@_compiled
 def _add_readings(  # type: ignore[no-untyped-def]
     seg_thread,
     seg_start,
@@ -269,7 +280,7 @@ def _add_readings(  # type: ignore[no-untyped-def]
             out[p, slot[k]] += sign * value
 
 
-@njit(nogil=True, cache=True)
+@_compiled
 def _last_at_or_before(starts, lo, hi, hint, instant):  # type: ignore[no-untyped-def]
     """The last row in ``[lo, hi)`` of sorted ``starts`` at or before ``instant`` (``lo`` if none).
 
@@ -319,7 +330,7 @@ def first_largest(columns: Sequence[np.ndarray | None], where: np.ndarray) -> np
     return _first_largest(arrays, compared, where)
 
 
-@njit(nogil=True, cache=True)
+@_compiled
 def _first_largest(columns, compared, where):  # type: ignore[no-untyped-def]
     rows = len(where)
     top = np.full(rows, -1, dtype=np.int8)
@@ -335,7 +346,7 @@ def _first_largest(columns, compared, where):  # type: ignore[no-untyped-def]
     return top
 
 
-@njit(nogil=True, cache=True)
+@_compiled
 def gather_sorted(keys, order):  # type: ignore[no-untyped-def]
     """``keys[order]`` (sorted by ``order``) and whether two of them are equal."""
     table = np.empty(len(order), dtype=keys.dtype)
@@ -347,7 +358,7 @@ def gather_sorted(keys, order):  # type: ignore[no-untyped-def]
     return table, repeated
 
 
-@njit(nogil=True, cache=True)
+@_compiled
 def find_rows(table, rows, queries):  # type: ignore[no-untyped-def]
     """Per query, ``rows[i]`` for the ``i`` with ``table[i] == query``; -1 where none.
 
