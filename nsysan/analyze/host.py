@@ -355,12 +355,6 @@ def _run_starts(cols: Sequence[str]) -> pl.Expr:
     return changed | (pl.int_range(pl.len()) == 0)
 
 
-def _run_ends(cols: Sequence[str]) -> pl.Expr:
-    """True on the last row of each run of equal ``cols`` in a frame sorted by them."""
-    changed = pl.any_horizontal(pl.col(c).ne_missing(pl.col(c).shift(-1)) for c in cols)
-    return changed | (pl.int_range(pl.len()) == pl.len() - 1)
-
-
 # Preference among operations starting at the same instant.
 _KIND_ORDER = ("kernel", "memcpy", "memset")
 _KIND = pl.Enum(_KIND_ORDER)
