@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from nsysan import model
+from nsysan.names import is_one_of, values_matching
 
 INFO_SCHEMA_VERSION = 1
 
@@ -81,7 +82,8 @@ def summarize(trace: model.Trace) -> dict[str, Any]:
     """The JSON-ready summary of what ``trace`` holds."""
     start, end = _span(trace)
     counts = {name: trace.table(name).height for name in model.EVENT_TABLES}
-    launches = trace.cuda_api.filter(pl.col("name").str.contains("Launch")).height
+    api = trace.cuda_api
+    launches = api.filter(is_one_of(pl.col("name"), values_matching(api["name"], "Launch"))).height
     return {
         "schema_version": INFO_SCHEMA_VERSION,
         "sources": trace.sources.to_dicts(),

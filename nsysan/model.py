@@ -37,8 +37,8 @@ KERNELS: Schema = {
     "correlation_id": pl.Int64,
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,
-    "short_name": pl.String,
-    "name": pl.String,  # demangled name, as nsys stats reports it
+    "short_name": pl.Categorical(),
+    "name": pl.Categorical(),  # demangled name, as nsys stats reports it
     "grid_x": pl.Int32,
     "grid_y": pl.Int32,
     "grid_z": pl.Int32,
@@ -74,22 +74,7 @@ MEMSET: Schema = {
     "bytes": pl.Int64,
 }
 
-# GPU-side synchronization records (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION).
-SYNC: Schema = {
-    "source": pl.Int32,
-    "pid": pl.Int64,
-    "gpu": pl.Int32,
-    "device_id": pl.Int32,
-    "context_id": pl.Int64,
-    "stream_id": pl.Int64,
-    "correlation_id": pl.Int64,
-    "start_ns": pl.Int64,
-    "end_ns": pl.Int64,
-    "sync_type": pl.String,
-}
-
-# CUDA runtime and driver API calls. ``name`` has the ``_v<N>`` suffix stripped;
-# ``raw_name`` is as stored.
+# CUDA runtime and driver API calls. ``name`` has the ``_v<N>`` suffix stripped.
 CUDA_API: Schema = {
     "source": pl.Int32,
     "pid": pl.Int64,
@@ -97,24 +82,19 @@ CUDA_API: Schema = {
     "correlation_id": pl.Int64,
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,
-    "name": pl.String,
-    "raw_name": pl.String,
-    "return_value": pl.Int64,
+    "name": pl.Categorical(),
 }
 
-# NVTX events. ``end_ns`` is null for marks; ``end_tid`` differs from ``tid`` only
-# for start/end ranges closed on another thread. ``event_type`` is the
-# ENUM_NSYS_EVENT_TYPE name (NvtxPushPopRange, NvtxStartEndRange, NvtxMark, ...).
+# NVTX ranges and marks (``end_ns`` is null for marks); domain definitions and other
+# bookkeeping events are left out at ingest.
 NVTX: Schema = {
     "source": pl.Int32,
     "pid": pl.Int64,
     "tid": pl.Int64,
-    "end_tid": pl.Int64,
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,
-    "event_type": pl.String,
-    "text": pl.String,
-    "domain": pl.String,
+    "text": pl.Categorical(),
+    "domain": pl.Categorical(),
 }
 
 OSRT: Schema = {
@@ -123,8 +103,7 @@ OSRT: Schema = {
     "tid": pl.Int64,
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,
-    "name": pl.String,
-    "return_value": pl.Int64,
+    "name": pl.Categorical(),
     "nesting_level": pl.Int32,
 }
 
@@ -213,7 +192,6 @@ TABLE_SCHEMAS: dict[str, Schema] = {
     "kernels": KERNELS,
     "memcpy": MEMCPY,
     "memset": MEMSET,
-    "sync": SYNC,
     "cuda_api": CUDA_API,
     "nvtx": NVTX,
     "osrt": OSRT,
@@ -231,7 +209,6 @@ EVENT_TABLES = (
     "kernels",
     "memcpy",
     "memset",
-    "sync",
     "cuda_api",
     "nvtx",
     "osrt",
@@ -286,7 +263,6 @@ class Trace:
     kernels: pl.DataFrame
     memcpy: pl.DataFrame
     memset: pl.DataFrame
-    sync: pl.DataFrame
     cuda_api: pl.DataFrame
     nvtx: pl.DataFrame
     osrt: pl.DataFrame

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-__all__ = ["FEW_VALUES", "is_one_of"]
+__all__ = ["FEW_VALUES", "is_one_of", "values_matching"]
 
 # Up to this many strings are matched by comparing with each, more by hashing.
 FEW_VALUES = 3
@@ -21,3 +21,13 @@ def is_one_of(column: pl.Expr, values: list[str]) -> pl.Expr:
     if len(values) <= FEW_VALUES:
         return pl.any_horizontal(*(column == value for value in values)).fill_null(False)
     return column.is_in(pl.Series(values, dtype=pl.String).implode()).fill_null(False)
+
+
+def values_matching(column: pl.Series, pattern: str) -> list[str]:
+    """The distinct values of ``column`` (String or Categorical) that contain ``pattern``.
+
+    The regex runs over the few distinct names, not over millions of rows; match the
+    rows with :func:`is_one_of`.
+    """
+    distinct = column.drop_nulls().unique().cast(pl.String)
+    return sorted(distinct.filter(distinct.str.contains(pattern)).to_list())

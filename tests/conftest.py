@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,3 +54,22 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         main(args)
     out, err = capsys.readouterr()
     return int(exc.value.code or 0), out, err
+
+
+def with_string_names(trace: Any) -> Any:
+    """``trace`` with its categorical name columns as plain strings.
+
+    The reference implementations kept in the tests predate names as categoricals
+    and use string operations on them.
+    """
+    import dataclasses
+
+    import polars as pl
+
+    from nsysan import model
+
+    tables = {
+        name: trace.table(name).with_columns(pl.col(pl.Categorical).cast(pl.String))
+        for name in model.TABLE_SCHEMAS
+    }
+    return dataclasses.replace(trace, **tables)

@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import SHARED_TRACES, cori_rank_files
+from conftest import SHARED_TRACES, cori_rank_files, with_string_names
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
@@ -410,7 +410,7 @@ def _balance_traces(draw: st.DrawFn) -> model.Trace:
 @given(_balance_traces())
 def test_matches_the_reference_implementation(trace: model.Trace) -> None:
     r = _measure(trace)
-    ref = _reference(trace, Settings(), r.iterations)
+    ref = _reference(with_string_names(trace), Settings(), r.iterations)
     columns = ["gpu", "busy_ns", "compute_ns", "nccl_ns", "kernel_ns", "kernel_count"]
     assert r.per_gpu.select(columns).rows() == ref["per_gpu"].select(columns).rows()
     assert r.drift.select("window", "gpu", "busy_ns").rows() == (

@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 import polars.selectors as cs
 import pytest
-from conftest import REPO, cori_rank_files, single_file_traces
+from conftest import REPO, cori_rank_files, single_file_traces, with_string_names
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -848,13 +848,15 @@ def both(trace: model.Trace, mode: BusyMode) -> tuple[HostResult, HostResult]:
     gaps = measure_gaps(busy.intervals, busy.summary, busy.keys)
     return (
         attribute_gaps(trace, gaps.gaps, settings, gaps.keys),
-        ref_attribute_gaps(trace, gaps.gaps, settings, gaps.keys),
+        ref_attribute_gaps(with_string_names(trace), gaps.gaps, settings, gaps.keys),
     )
 
 
 def assert_same_result(new: HostResult, old: HostResult) -> None:
-    # The per-gap labels became Enums after the previous implementation.
-    assert_frame_equal(new.gaps.with_columns(cs.enum().cast(pl.String)), old.gaps)
+    # The per-gap labels became Enums, and names categoricals, after the previous
+    # implementation.
+    labels = cs.enum() | cs.categorical()
+    assert_frame_equal(new.gaps.with_columns(labels.cast(pl.String)), old.gaps)
     assert_frame_equal(new.per_gpu, old.per_gpu)
     assert_frame_equal(new.shares, old.shares)
     assert_frame_equal(new.nvtx, old.nvtx)

@@ -47,7 +47,7 @@ def test_kernel_totals_equal_nsys_stats(path: Path) -> None:
     assert ref is not None
     trace = load_trace([path])
     duration = pl.col("end_ns") - pl.col("start_ns")
-    mine = trace.kernels.group_by("name").agg(
+    mine = trace.kernels.group_by(pl.col("name").cast(pl.String)).agg(
         pl.len().cast(pl.Int64).alias("instances"),
         duration.sum().alias("total"),
         duration.min().alias("min"),

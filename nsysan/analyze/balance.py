@@ -42,7 +42,7 @@ from nsysan.intervals import (
     union_one_unit,
 )
 from nsysan.model import Trace
-from nsysan.names import is_one_of
+from nsysan.names import is_one_of, values_matching
 from nsysan.settings import Settings
 
 __all__ = [
@@ -111,8 +111,8 @@ _BUBBLE_SUMS = {
 }
 _NO_KERNELS = pl.DataFrame(
     schema={
-        "name": pl.String,
-        "short_name": pl.String,
+        "name": pl.Categorical,
+        "short_name": pl.Categorical,
         START: pl.Int64,
         END: pl.Int64,
         "duration_ns": pl.Int64,
@@ -265,7 +265,7 @@ def _with_busy(cells: pl.DataFrame, busy: dict[int, pl.DataFrame]) -> pl.DataFra
 
 def _nccl_names(kernels: pl.DataFrame) -> pl.Series:
     """The distinct ``short_name`` values that mark NCCL kernels (:data:`NCCL_NAME_PATTERN`)."""
-    names = kernels.get_column("short_name").unique()
+    names = kernels.get_column("short_name").unique().cast(pl.String)
     return names.filter(names.fill_null("").str.contains(NCCL_NAME_PATTERN))
 
 
@@ -403,6 +403,7 @@ def _kernel_diff(
         .with_columns((pl.col("most_ns") - pl.col("least_ns")).alias("diff_ns"))
         .sort([pl.col("diff_ns").abs(), pl.col("name")], descending=[True, False])
         .select("name", "short_name", "most_ns", "least_ns", "most_count", "least_count", "diff_ns")
+        .with_columns(pl.col("name", "short_name").cast(pl.String))
     )
     total = int(table.get_column("diff_ns").sum())
     top = table.head(KERNEL_DIFF_TOP_N)
@@ -531,12 +532,16 @@ def _nvtx_iterations(trace: Trace, windows: pl.DataFrame) -> tuple[pl.DataFrame,
     """Iterations from the repeated NVTX range that covers the most time (see module doc)."""
     hull_start = int(windows.get_column(WINDOW_START).min())  # type: ignore[arg-type]
     hull_end = int(windows.get_column(WINDOW_END).max())  # type: ignore[arg-type]
+    # The text tests run over the few distinct domains and texts, not every range.
+    domains = trace.nvtx.get_column("domain").drop_nulls().unique().cast(pl.String)
+    library_domains = domains.filter(domains.str.to_lowercase().is_in(list(LIBRARY_NVTX_DOMAINS)))
+    nccl_texts = values_matching(trace.nvtx.get_column("text"), NCCL_NAME_PATTERN)
     ranges = trace.nvtx.filter(
         pl.col("end_ns").is_not_null()
         & (pl.col(END) > pl.col(START))
         & pl.col("text").is_not_null()
-        & ~pl.col("domain").fill_null("").str.to_lowercase().is_in(list(LIBRARY_NVTX_DOMAINS))
-        & ~pl.col("text").str.contains(NCCL_NAME_PATTERN)
+        & ~is_one_of(pl.col("domain"), library_domains.to_list())
+        & ~is_one_of(pl.col("text"), nccl_texts)
     ).select("source", "pid", "text", START, END)
     if ranges.is_empty() or hull_end <= hull_start:
         return _empty_iterations(), None

@@ -279,7 +279,8 @@ def normalize_kernel_name(name: pl.Expr) -> pl.Expr:
     template arguments (``(bool)1`` -> ``1``) and all whitespace.
     """
     return (
-        name.str.replace_all(_VERSIONED_NAMESPACE, "")
+        name.cast(pl.String)
+        .str.replace_all(_VERSIONED_NAMESPACE, "")
         .str.replace_all(_INTEGER_CAST, "${1}")
         .str.replace_all(r"\s+", "")
     )
@@ -291,7 +292,7 @@ def kernel_base_name(name: pl.Expr) -> pl.Expr:
     ``void cub::DeviceReduceKernel<...>(T2, ...)`` -> ``DeviceReduceKernel``; this is
     what nsys stores as the short name.
     """
-    head = name.str.extract(r"^([^<(]*)", 1).str.strip_chars()
+    head = name.cast(pl.String).str.extract(r"^([^<(]*)", 1).str.strip_chars()
     return head.str.split(" ").list.last().str.split("::").list.last()
 
 
@@ -347,6 +348,7 @@ def measure_bound(
             pl.len().alias("launches"),
             (pl.col("end_ns") - pl.col("start_ns")).sum().cast(pl.Int64).alias("time_ns"),
         )
+        .with_columns(pl.col("name", "short_name").cast(pl.String))
         .with_row_index("_row")
     )
 

@@ -294,7 +294,8 @@ class HostResult:
     ``primary`` (:data:`PRIMARY_CLASSES`), ``cause`` (the cause with the most time
     in the gap), ``nvtx_text`` and ``<cause>_ns`` for every cause in :data:`CAUSES`
     (summing to ``duration_ns``). ``next_kind``, ``primary`` and ``cause`` are
-    Enums of those names (they compare equal to the plain strings).
+    Enums of those names, ``launch_name`` and ``nvtx_text`` categoricals (all compare
+    equal to the plain strings).
     ``per_gpu``: one row per GPU: ``gap_count``, ``gap_ns``, gap counts per primary
     class (``<class>_count``), ``<cause>_ns`` and ``<cause>_share`` (of ``gap_ns``;
     they sum to 1; null when the GPU has no gap time), ``host_share`` (the host-side
@@ -326,7 +327,7 @@ def unavailable_causes(capabilities: Capabilities) -> dict[str, str]:
 
 
 def _base_name(name: pl.Expr) -> pl.Expr:
-    return name.str.replace(r"@.*$", "").str.replace(r"(_v\d+|_pt(sz|ds))+$", "")
+    return name.cast(pl.String).str.replace(r"@.*$", "").str.replace(r"(_v\d+|_pt(sz|ds))+$", "")
 
 
 def _name_in(names: pl.Series, base_names: frozenset[str]) -> pl.Expr:
@@ -335,7 +336,7 @@ def _name_in(names: pl.Series, base_names: frozenset[str]) -> pl.Expr:
     ``names`` holds (at least) every name the column can take.
     """
     # The regex runs once per distinct name, not once per row of a million-row table.
-    distinct = names.drop_nulls().unique().to_frame("name")
+    distinct = names.drop_nulls().unique().cast(pl.String).to_frame("name")
     raw = distinct.filter(_base_name(pl.col("name")).is_in(list(base_names)))["name"]
     return pl.col("name").is_in(raw.to_list())
 
@@ -869,7 +870,11 @@ def host_segments(
     outside = (
         _with_cause(segments.lazy().filter(pl.col("_depth") <= 0))
         .select(
-            _TH, "start_ns", "end_ns", "cause", pl.lit(None, dtype=pl.String).alias("nvtx_text")
+            _TH,
+            "start_ns",
+            "end_ns",
+            "cause",
+            pl.lit(None, dtype=pl.Categorical()).alias("nvtx_text"),
         )
         .collect(engine=_ENGINE)
     )
@@ -1125,7 +1130,7 @@ def _text_time(hits: pl.DataFrame) -> pl.DataFrame:
 def _nvtx_texts(gaps: pl.Series, text_time: pl.DataFrame) -> pl.Series:
     """Per gap of ``gaps``, the innermost NVTX text covering most of its host portion."""
     if text_time.is_empty():
-        return pl.repeat(None, len(gaps), dtype=pl.String, eager=True).alias("nvtx_text")
+        return pl.repeat(None, len(gaps), dtype=pl.Categorical(), eager=True).alias("nvtx_text")
     top = (
         text_time.lazy()
         .sort(["covered_ns", "nvtx_text"], descending=[True, False])
@@ -1282,7 +1287,7 @@ def _nvtx_table(text_time: pl.DataFrame, gap_ns: pl.DataFrame) -> pl.DataFrame:
         .join(gap_ns, on="gpu", how="left")
         .select(
             "gpu",
-            pl.col("nvtx_text").alias("text"),
+            pl.col("nvtx_text").cast(pl.String).alias("text"),
             "nvtx_ns",
             "covered_ns",
             pl.when(pl.col("gap_ns") > 0)

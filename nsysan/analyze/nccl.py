@@ -164,7 +164,7 @@ def _kernel_label() -> pl.Expr:
 
 def _classify_labels(labels: pl.DataFrame) -> pl.DataFrame:
     """Distinct kernel labels (``_label``) with ``is_nccl`` and ``collective``."""
-    label = pl.col("_label").str.replace(_NAME_NOISE, "")
+    label = pl.col("_label").cast(pl.String).str.replace(_NAME_NOISE, "")
     token = pl.coalesce(
         label.str.extract(_PREFIXED_NAME, 1), label.str.extract(_LEGACY_NAME, 1)
     ).str.to_lowercase()
@@ -532,8 +532,15 @@ def measure_nccl(
         .filter(pl.col("_nccl"))
         .with_columns(
             pl.col("_label")
-            .replace_strict(names.get_column("_label"), names.get_column("collective"))
+            .replace_strict(
+                names.get_column("_label"),
+                names.get_column("collective"),
+                return_dtype=pl.String,
+            )
             .alias("collective")
+            if names.height
+            # An empty mapping would keep the input's (categorical) dtype.
+            else pl.lit(None, dtype=pl.String).alias("collective")
         )
         .drop("_label", "_nccl"),
         w,

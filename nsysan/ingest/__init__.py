@@ -20,6 +20,7 @@ from nsysan import model
 from nsysan.errors import InputNotFoundError
 from nsysan.ingest import identity, nsys
 from nsysan.ingest.sqlite import ExportDB, open_export
+from nsysan.names import is_one_of, values_matching
 
 __all__ = ["load_trace", "MISSING_MESSAGES"]
 
@@ -81,21 +82,22 @@ class _FileTables:
 READ_THREADS = 2
 
 
-def _read_file(db: ExportDB, source: int, host: str | None) -> _FileTables:
+def _read_file(db: ExportDB, source: int, host: str | None, launch_config: bool) -> _FileTables:
     strings = nsys.read_string_ids(db)
+    names = nsys.name_lookup(strings)
+    api_names = nsys.api_name_lookup(strings)
     readers: dict[str, Callable[[], pl.DataFrame]] = {
         # Largest first, so the two big tables run side by side.
-        "kernels": lambda: nsys.read_kernels(db, strings, source),
-        "cuda_api": lambda: nsys.read_cuda_api(db, strings, source),
-        "osrt": lambda: nsys.read_osrt(db, strings, source),
-        "nvtx": lambda: nsys.read_nvtx(db, strings, source),
+        "kernels": lambda: nsys.read_kernels(db, names, source, launch_config),
+        "cuda_api": lambda: nsys.read_cuda_api(db, api_names, source),
+        "osrt": lambda: nsys.read_osrt(db, names, source),
+        "nvtx": lambda: nsys.read_nvtx(db, names, source),
         "sched": lambda: nsys.read_sched(db, source),
         "gpu_metrics": lambda: nsys.read_gpu_metrics(db, source),
         "memcpy": lambda: nsys.read_memcpy(db, source),
         "memset": lambda: nsys.read_memset(db, source),
-        "sync": lambda: nsys.read_sync(db, source),
-        "overhead": lambda: nsys.read_overhead(db, strings, source),
-        "threads": lambda: nsys.read_threads(db, strings, source),
+        "overhead": lambda: nsys.read_overhead(db, names, source),
+        "threads": lambda: nsys.read_threads(db, names, source),
         "processes": lambda: nsys.read_processes(db, source),
     }
     with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
@@ -133,8 +135,14 @@ def _metrics_targets(metrics: pl.DataFrame, target_gpus: pl.DataFrame) -> pl.Dat
     )
 
 
-def load_trace(paths: Sequence[str | Path]) -> model.Trace:
-    """Load exports (one file, or one per rank/node) as one trace on one timeline."""
+def load_trace(paths: str | Path | Sequence[str | Path], launch_config: bool = True) -> model.Trace:
+    """Load exports (one file, or one per rank/node) as one trace on one timeline.
+
+    ``launch_config=False`` leaves the kernels' grid/block sizes out (null); only the
+    Nsight Compute join needs them, and they are a quarter of a kernel row.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
     if not paths:
         raise InputNotFoundError("no trace files given")
     dbs: list[ExportDB] = []
@@ -150,7 +158,9 @@ def load_trace(paths: Sequence[str | Path]) -> model.Trace:
                 str(infos[i].path),
             ),
         )
-        files = [_read_file(dbs[i], src, infos[i].host) for src, i in enumerate(order)]
+        files = [
+            _read_file(dbs[i], src, infos[i].host, launch_config) for src, i in enumerate(order)
+        ]
     finally:
         for db in dbs:
             db.close()
@@ -185,7 +195,7 @@ def _assemble(infos: list[_SourceInfo], files: list[_FileTables]) -> model.Trace
             continue
         parts = [f.tables[name] for f in files]
         df = pl.concat(parts, how="vertical_relaxed") if parts else model.empty_frame(schema)
-        if name in ("kernels", "memcpy", "memset", "sync"):
+        if name in ("kernels", "memcpy", "memset"):
             df = df.drop("gpu").join(
                 device_gpu, on=["source", "pid", "device_id"], how="left", maintain_order="left"
             )
@@ -323,7 +333,8 @@ def _capabilities(tables: dict[str, pl.DataFrame]) -> model.Capabilities:
     present = {t: tables[t].height > 0 for t in model.EVENT_TABLES}
     missing: list[str] = []
     if not present["kernels"]:
-        launches = tables["cuda_api"].filter(pl.col("name").str.contains("Launch"))
+        api = tables["cuda_api"]
+        launches = api.filter(is_one_of(pl.col("name"), values_matching(api["name"], "Launch")))
         if launches.height:
             missing.append(
                 f"CUDA API present ({launches.height} kernel launch calls) but no GPU activity "

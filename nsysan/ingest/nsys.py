@@ -37,13 +37,6 @@ MEMCPY_KINDS = {
     12: "UVM DtoH",
     13: "UVM DtoD",
 }
-SYNC_TYPES = {
-    0: "Unknown",
-    1: "Event sync",
-    2: "Stream wait sync",
-    3: "Stream sync",
-    4: "Context sync",
-}
 NVTX_EVENT_TYPES = {
     33: "NvtxCategory",
     34: "NvtxMark",
@@ -88,11 +81,21 @@ def read_string_ids(db: ExportDB) -> pl.DataFrame:
     return db.read('SELECT id, value FROM "StringIds"', {"id": pl.Int64, "value": pl.String})
 
 
-def _resolve(df: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
-    """Replace an integer StringIds reference column by its text."""
+def name_lookup(strings: pl.DataFrame, clean: pl.Expr | None = None) -> pl.DataFrame:
+    """StringIds as ``id`` → categorical ``value`` (optionally cleaned, e.g. version-stripped).
+
+    Names stay integer ids in SQL and are joined to this small table, so each of
+    millions of rows carries a 4-byte category, never its own copy of the text.
+    """
+    value = pl.col("value") if clean is None else clean
+    return strings.select("id", value.cast(pl.Categorical).alias("value"))
+
+
+def _resolve(df: pl.DataFrame, names: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
+    """Replace an integer StringIds reference column by its (categorical) text."""
     if id_col not in df.columns:
-        return df.with_columns(pl.lit(None, dtype=pl.String).alias(out))
-    lookup = strings.rename({"id": id_col, "value": out})
+        return df.with_columns(pl.lit(None, dtype=pl.Categorical).alias(out))
+    lookup = names.rename({"id": id_col, "value": out})
     df = df.with_columns(pl.col(id_col).cast(pl.Int64))
     joined = df.join(lookup, on=id_col, how="left", maintain_order="left")
     return joined.drop(id_col) if id_col != out else joined
@@ -126,23 +129,29 @@ def _gpu_activity(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(pid_of(pl.col("global_pid")).alias("pid"))
 
 
-def read_kernels(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFrame:
+_LAUNCH_CONFIG_COLUMNS = {
+    "grid_x": "gridX",
+    "grid_y": "gridY",
+    "grid_z": "gridZ",
+    "block_x": "blockX",
+    "block_y": "blockY",
+    "block_z": "blockZ",
+}
+
+
+def read_kernels(
+    db: ExportDB, names: pl.DataFrame, source: int, launch_config: bool = True
+) -> pl.DataFrame:
+    """Kernels; grid/block (24 bytes a row) only with ``launch_config``."""
     wanted = dict(_GPU_ACTIVITY_COLUMNS)
-    wanted.update(
-        short_name_id="shortName",
-        name_id="demangledName",
-        grid_x="gridX",
-        grid_y="gridY",
-        grid_z="gridZ",
-        block_x="blockX",
-        block_y="blockY",
-        block_z="blockZ",
-    )
+    wanted.update(short_name_id="shortName", name_id="demangledName")
+    if launch_config:
+        wanted.update(_LAUNCH_CONFIG_COLUMNS)
     df = _read_table(db, "CUPTI_ACTIVITY_KIND_KERNEL", wanted)
     if df is None:
         return _empty_with_global_pid(model.KERNELS)
-    df = _resolve(df, strings, "short_name_id", "short_name")
-    df = _resolve(df, strings, "name_id", "name")
+    df = _resolve(df, names, "short_name_id", "short_name")
+    df = _resolve(df, names, "name_id", "name")
     return _keep_global_pid(_with_source(_gpu_activity(df), source), model.KERNELS)
 
 
@@ -168,21 +177,6 @@ def read_memset(db: ExportDB, source: int) -> pl.DataFrame:
     if df is None:
         return _empty_with_global_pid(model.MEMSET)
     return _keep_global_pid(_with_source(_gpu_activity(df), source), model.MEMSET)
-
-
-def read_sync(db: ExportDB, source: int) -> pl.DataFrame:
-    wanted = dict(_GPU_ACTIVITY_COLUMNS)
-    wanted.update(sync_type_id="syncType")
-    df = _read_table(db, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", wanted)
-    if df is None:
-        return _empty_with_global_pid(model.SYNC)
-    df = df.with_columns(
-        pl.col("sync_type_id")
-        .cast(pl.Int64)
-        .replace_strict(SYNC_TYPES, default="Unknown", return_dtype=pl.String)
-        .alias("sync_type")
-    )
-    return _keep_global_pid(_with_source(_gpu_activity(df), source), model.SYNC)
 
 
 def _empty_with_global_pid(schema: model.Schema) -> pl.DataFrame:
@@ -215,30 +209,38 @@ def strip_api_version(name: pl.Expr) -> pl.Expr:
     return name.str.replace(r"_v\d+$", "")
 
 
-def read_cuda_api(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFrame:
+def api_name_lookup(strings: pl.DataFrame) -> pl.DataFrame:
+    """:func:`name_lookup` with the API version suffix stripped (once per string, not per call)."""
+    return name_lookup(strings, strip_api_version(pl.col("value")))
+
+
+def read_cuda_api(db: ExportDB, api_names: pl.DataFrame, source: int) -> pl.DataFrame:
+    """CUDA API calls; ``api_names`` is :func:`api_name_lookup` of the file's StringIds."""
     wanted = {
         "start_ns": "start",
         "end_ns": "end",
         "correlation_id": "correlationId",
         "name_id": "nameId",
-        "return_value": "returnValue",
     }
     df = _thread_table(db, "CUPTI_ACTIVITY_KIND_RUNTIME", wanted, model.CUDA_API, source)
     if df is None:
         return model.empty_frame(model.CUDA_API)
-    df = _resolve(df, strings, "name_id", "raw_name")
-    df = df.with_columns(strip_api_version(pl.col("raw_name")).alias("name"))
+    df = _resolve(df, api_names, "name_id", "name")
     return model.conform(df, model.CUDA_API)
 
 
-def read_nvtx(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFrame:
+# Bookkeeping events that are neither ranges nor marks (category and thread naming,
+# domain creation and destruction); domain creation rows name the domains.
+_NVTX_BOOKKEEPING = (33, 39, 75, 76)
+
+
+def read_nvtx(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
     wanted = {
         "start_ns": "start",
         "end_ns": "end",
         "event_type_id": "eventType",
         "inline_text": "text",
         "text_id": "textId",
-        "end_global_tid": "endGlobalTid",
         "domain_id": "domainId",
     }
     df = _thread_table(db, "NVTX_EVENTS", wanted, model.NVTX, source)
@@ -247,40 +249,35 @@ def read_nvtx(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFrame:
     for col, dtype in (("text_id", pl.Int64), ("domain_id", pl.Int64), ("inline_text", pl.String)):
         if col not in df.columns:
             df = df.with_columns(pl.lit(None, dtype=dtype).alias(col))
-    df = _resolve(df, strings, "text_id", "registered_text")
+    df = _resolve(df, names, "text_id", "registered_text")
     df = df.with_columns(
-        pl.coalesce(pl.col("inline_text").cast(pl.String), pl.col("registered_text")).alias("text"),
-        pl.col("event_type_id")
-        .cast(pl.Int64)
-        .replace_strict(NVTX_EVENT_TYPES, default=None, return_dtype=pl.String)
-        .alias("event_type"),
+        pl.coalesce(
+            pl.col("inline_text").cast(pl.String).cast(pl.Categorical), pl.col("registered_text")
+        ).alias("text")
     )
-    if "end_global_tid" in df.columns:
-        df = df.with_columns(
-            pl.coalesce(tid_of(pl.col("end_global_tid")), pl.col("tid")).alias("end_tid")
-        )
     # Domain names come from the process's NvtxDomainCreate rows (domainId 0 = default).
     domains = (
         df.filter(pl.col("event_type_id") == NVTX_DOMAIN_CREATE)
         .select("pid", "domain_id", pl.col("text").alias("domain"))
         .unique(subset=["pid", "domain_id"], keep="first")
     )
-    df = df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left")
+    df = df.filter(~pl.col("event_type_id").is_in(_NVTX_BOOKKEEPING))
+    if domains.height:
+        df = df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left")
     return model.conform(df, model.NVTX)
 
 
-def read_osrt(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFrame:
+def read_osrt(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
     wanted = {
         "start_ns": "start",
         "end_ns": "end",
         "name_id": "nameId",
-        "return_value": "returnValue",
         "nesting_level": "nestingLevel",
     }
     df = _thread_table(db, "OSRT_API", wanted, model.OSRT, source)
     if df is None:
         return model.empty_frame(model.OSRT)
-    df = _resolve(df, strings, "name_id", "name")
+    df = _resolve(df, names, "name_id", "name")
     return model.conform(df, model.OSRT)
 
 
@@ -292,20 +289,20 @@ def read_sched(db: ExportDB, source: int) -> pl.DataFrame:
     return model.conform(df, model.SCHED)
 
 
-def read_overhead(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFrame:
+def read_overhead(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
     wanted = {"start_ns": "start", "end_ns": "end", "name_id": "nameId"}
     df = _thread_table(db, "PROFILER_OVERHEAD", wanted, model.OVERHEAD, source)
     if df is None:
         return model.empty_frame(model.OVERHEAD)
-    df = _resolve(df, strings, "name_id", "name")
+    df = _resolve(df, names, "name_id", "name")
     return model.conform(df, model.OVERHEAD)
 
 
-def read_threads(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFrame:
+def read_threads(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
     df = _thread_table(db, "ThreadNames", {"name_id": "nameId"}, model.THREADS, source)
     if df is None:
         return model.empty_frame(model.THREADS)
-    df = _resolve(df, strings, "name_id", "name")
+    df = _resolve(df, names, "name_id", "name")
     return model.conform(df.unique(subset=["pid", "tid"], keep="last"), model.THREADS)
 
 

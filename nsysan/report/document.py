@@ -6,6 +6,7 @@ docs/json-schema.md; CI jobs and dashboards gate on ``findings``.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from nsysan import __version__
@@ -32,15 +33,25 @@ EVENT_TABLES: dict[str, tuple[str, ...]] = {
 
 
 def _result_json(name: str, result: object, detail: str) -> Any:
-    data = to_jsonable(result)
-    if detail == "full" or not isinstance(data, dict):
-        return data
-    omitted = [f for f in EVENT_TABLES.get(name, ()) if f in data]
-    for f in omitted:
-        del data[f]
+    omitted = [] if detail == "full" else _event_fields(name, result)
     if omitted:
+        # Replaced before conversion: turning millions of rows into Python objects
+        # only to drop them was most of the time (and memory) of ``analyze --json``.
+        result = dataclasses.replace(result, **dict.fromkeys(omitted))  # type: ignore[type-var]
+    data = to_jsonable(result)
+    if isinstance(data, dict) and omitted:
+        for f in omitted:
+            del data[f]
         data["omitted_event_tables"] = omitted
     return data
+
+
+def _event_fields(name: str, result: object) -> list[str]:
+    """The per-event table fields of ``result`` that summary mode leaves out."""
+    if not dataclasses.is_dataclass(result) or isinstance(result, type):
+        return []
+    fields = {f.name for f in dataclasses.fields(result)}
+    return [f for f in EVENT_TABLES.get(name, ()) if f in fields]
 
 
 def analysis_document(analysis: Analysis, detail: str = "summary") -> dict[str, Any]:
