@@ -184,3 +184,31 @@ def test_without_a_writable_cache_the_loops_compile_per_process(
     compiled = host_loops._compiled(lambda: 7)
     assert compiled() == 7
     assert asked == [{"nogil": True, "cache": True}, {"nogil": True}]
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(rows=intervals, wanted=portions, depth_layer=st.integers(-1, LAYERS - 1))
+def test_a_window_layer_keeps_only_the_segments_inside_it(
+    rows: list[tuple[int, int, int, int]],
+    wanted: list[tuple[int, int, int]],
+    depth_layer: int,
+) -> None:
+    streams = streams_of(rows, 0)
+    streams.add_layer(
+        LAYERS,
+        np.array([w[0] for w in wanted], dtype=np.uint32),
+        np.array([w[1] for w in wanted], dtype=np.int64),
+        np.array([w[1] + w[2] for w in wanted], dtype=np.int64),
+    )
+    thread, start, end, cause, depth = cause_segments(streams, LAYERS, depth_layer, LAYERS)
+    inside = {(th, t) for th, s, n in wanted for t in range(s, s + n)}
+    got = {}
+    for th, s, e, c, d in zip(thread, start, end, cause, depth, strict=True):
+        for t in range(s, e):
+            got[(int(th), t)] = (int(c), int(d))
+    expected = {
+        k: (c, d if depth_layer >= 0 else 0)
+        for k, (c, d) in brute_force(rows, depth_layer).items()
+        if k in inside
+    }
+    assert got == expected

@@ -777,13 +777,20 @@ def _nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.LazyFrame:
     )
 
 
-def _cause_segments(trace: Trace, threads: pl.DataFrame, signature: pl.DataFrame) -> pl.DataFrame:
+def _cause_segments(
+    trace: Trace,
+    threads: pl.DataFrame,
+    signature: pl.DataFrame,
+    portions: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """The feeding threads' timelines cut into segments with one host cause each.
 
     Returns ``_th, start_ns, end_ns, _cause, _depth`` sorted by ``_th, start_ns``:
     disjoint segments where at least one host cause applies, ``_cause`` the
     position in :data:`HOST_CAUSES` of the cause chosen by their precedence,
-    ``_depth`` the number of NVTX ranges open.
+    ``_depth`` the number of NVTX ranges open. With ``portions`` (``_th, start_ns,
+    end_ns``), only the time inside them: on a busy host the whole timeline has
+    several segments per kernel, most of them where no gap ever looks.
     """
     plans = _layers(trace, threads, signature)
     layers = dict(zip(plans, pl.collect_all(plans.values(), engine=_ENGINE), strict=True))
@@ -798,7 +805,18 @@ def _cause_segments(trace: Trace, threads: pl.DataFrame, signature: pl.DataFrame
                 layer["end_ns"].to_numpy(),
             )
     nvtx_layer = HOST_CAUSES.index("nvtx") if not layers["nvtx"].is_empty() else -1
-    th, start, end, cause, depth = cause_segments(streams, len(HOST_CAUSES), nvtx_layer)
+    window_layer = -1
+    if portions is not None:
+        window_layer = len(HOST_CAUSES)
+        streams.add_layer(
+            window_layer,
+            portions[_TH].to_numpy(),
+            portions["start_ns"].to_numpy(),
+            portions["end_ns"].to_numpy(),
+        )
+    th, start, end, cause, depth = cause_segments(
+        streams, len(HOST_CAUSES), nvtx_layer, window_layer
+    )
     return pl.DataFrame(
         {
             _TH: pl.Series(th, dtype=threads.schema[_TH]),
@@ -1170,7 +1188,7 @@ def attribute_gaps(
     table = _gap_table(trace, gaps, keys, has_api, settings.launch_slack_ns)
     threads, portions = _host_portions(table)
     signature = gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi"))
-    segments = _cause_segments(trace, threads, signature)
+    segments = _cause_segments(trace, threads, signature, portions)
     spent = _time_in(portions, segments, table.height)
     # Only portions with time inside NVTX ranges need the costlier interval join.
     in_ranges = portions.filter(spent.pop("_nvtx_ns")[portions["_gap"].to_numpy()] > 0)

@@ -98,7 +98,7 @@ def _sorted_by_thread_time(thread: np.ndarray, times: np.ndarray) -> bool:
 
 
 def cause_segments(
-    streams: EdgeStreams, layer_count: int, depth_layer: int
+    streams: EdgeStreams, layer_count: int, depth_layer: int, window_layer: int = -1
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Disjoint segments of one cause each, in (thread, start) order.
 
@@ -107,6 +107,10 @@ def cause_segments(
     layer open (layer numbers are precedence); time with no layer open is no
     segment. Returns threads, starts, ends, causes (int8 layer numbers) and the open
     count of ``depth_layer`` (0 everywhere when it is negative).
+
+    With ``window_layer`` (a layer number >= ``layer_count``, never a cause), only time
+    inside at least one of that layer's intervals gives segments: the rest of the
+    timeline, which no host portion reads, is never stored.
     """
     threads, times, offsets = streams.arrays()
     return _sweep(
@@ -117,15 +121,18 @@ def cause_segments(
         np.asarray(streams.steps, dtype=np.int64),
         layer_count,
         depth_layer,
+        window_layer,
     )
 
 
 @_compiled
-def _sweep(threads, times, offsets, stream_layer, stream_step, layer_count, depth_layer):  # type: ignore[no-untyped-def]
+def _sweep(
+    threads, times, offsets, stream_layer, stream_step, layer_count, depth_layer, window_layer
+):  # type: ignore[no-untyped-def]
     streams = len(offsets) - 1
     pos = offsets[:-1].copy()
     stop = offsets[1:]
-    depth = np.zeros(max(layer_count, 1), dtype=np.int64)
+    depth = np.zeros(max(layer_count, window_layer + 1, 1), dtype=np.int64)
     # A segment ends at an edge, so there are fewer segments than edges.
     capacity = len(times)
     seg_thread = np.empty(capacity, dtype=threads.dtype)
@@ -135,6 +142,7 @@ def _sweep(threads, times, offsets, stream_layer, stream_step, layer_count, dept
     seg_depth = np.empty(capacity, dtype=np.int64)
     count = 0
     prev_thread, prev_time, prev_cause, prev_depth = -1, 0, -1, 0
+    prev_inside = window_layer < 0
     while True:
         # The next instant: the smallest (thread, time) among the stream heads.
         best = -1
@@ -149,7 +157,7 @@ def _sweep(threads, times, offsets, stream_layer, stream_step, layer_count, dept
                 best, now_thread, now_time = s, threads[i], times[i]
         if best < 0:
             break
-        if prev_cause >= 0 and prev_thread == now_thread:
+        if prev_cause >= 0 and prev_inside and prev_thread == now_thread:
             seg_thread[count] = prev_thread
             seg_start[count] = prev_time
             seg_end[count] = now_time
@@ -169,6 +177,7 @@ def _sweep(threads, times, offsets, stream_layer, stream_step, layer_count, dept
                 break
         prev_thread, prev_time = now_thread, now_time
         prev_depth = depth[depth_layer] if depth_layer >= 0 else 0
+        prev_inside = window_layer < 0 or depth[window_layer] > 0
     # Views, not copies: the unused tail was never written, so it holds no memory.
     return (
         seg_thread[:count],
