@@ -160,6 +160,15 @@ def build_settings(
     return Settings(busy_mode=busy_mode, window=spec, drift_windows=drift_windows, lang=lang)  # type: ignore[arg-type]
 
 
+def refuse_overwrite_inputs(
+    outputs: list[Path | None], traces: tuple[Path, ...], ncu_csv: Path | None
+) -> None:
+    """Fail before any work if an output would replace a trace, the --ncu CSV or another output."""
+    from nsysan.output import refuse_overwrite
+
+    refuse_overwrite(outputs, [*traces, ncu_csv])
+
+
 def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) -> Any:
     from nsysan.analysis import analyze
     from nsysan.ingest import load_trace
@@ -197,6 +206,7 @@ def analyze(
     from nsysan.report.document import analysis_document, render_summary_text
     from nsysan.report.jsonout import dumps
 
+    refuse_overwrite_inputs([output], traces, ncu_csv)
     analysis = run_analysis(traces, ncu_csv, build_settings(**options))
     document = analysis_document(analysis, detail)
     if output is not None:
@@ -251,8 +261,9 @@ def report(
     """
     from nsysan.report import write_report
 
-    analysis = run_analysis(traces, ncu_csv, build_settings(**options, lang=lang))
     target = output or _default_report_path(traces)
+    refuse_overwrite_inputs([target, json_path], traces, ncu_csv)
+    analysis = run_analysis(traces, ncu_csv, build_settings(**options, lang=lang))
     headline = write_report(analysis, target, lang=lang, json_path=json_path)  # type: ignore[arg-type]
     click.echo(headline)
     click.echo(f"wrote {target}")

@@ -1,16 +1,68 @@
-"""Atomic output: a reader never sees a half-written file.
+"""Atomic output: a reader never sees a half-written file, and no input is ever overwritten.
 
 The content goes to a temporary file in the target's own directory (same file
 system), is flushed to disk, then renamed over the target with ``os.replace``.
+Temporary files in flight are registered, so a signal handler can remove them
+(:func:`remove_temp_files`) before the process exits.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from nsysan.errors import OutputError
+
+# Temporary files being written right now; the CLI's signal handler removes them.
+_IN_FLIGHT: set[str] = set()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _real(path: Path) -> str:
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return os.path.abspath(path)
+
+
+def refuse_overwrite(outputs: Iterable[Path | None], inputs: Iterable[Path | None]) -> None:
+    """Raise :class:`OutputError` if an output is an input (or another output).
+
+    Two paths are the same file when their real paths are equal or, for files that
+    exist, when they share device and inode (hard links, bind mounts).
+    """
+    seen: list[tuple[Path, str, tuple[int, int] | None, str]] = []
+    for path in inputs:
+        if path is not None:
+            seen.append((path, _real(path), _identity(path), "input"))
+    for path in outputs:
+        if path is None:
+            continue
+        real, ident = _real(path), _identity(path)
+        for other, other_real, other_ident, role in seen:
+            if real == other_real or (ident is not None and ident == other_ident):
+                what = f"the {role} {other}" if str(other) != str(path) else f"an {role}"
+                raise OutputError(f"{path}: is {what}; refusing to overwrite it")
+        seen.append((path, real, ident, "output"))
+
+
+def remove_temp_files() -> None:
+    """Remove every temporary file still being written (called on SIGINT/SIGTERM)."""
+    for name in list(_IN_FLIGHT):
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+        _IN_FLIGHT.discard(name)
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> Path:
@@ -23,6 +75,7 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise OutputError(f"{target}: cannot write ({exc.strerror or exc})") from None
+    _IN_FLIGHT.add(tmp_name)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
@@ -36,4 +89,6 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+    finally:
+        _IN_FLIGHT.discard(tmp_name)
     return target
