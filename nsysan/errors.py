@@ -40,6 +40,10 @@ class NotNsysExportError(NsysanError):
     slug = "not-nsys-export"
 
 
+class UnfinishedWriteError(NsysanError):
+    slug = "unfinished-write"
+
+
 class EmptyTraceError(NsysanError):
     slug = "empty-trace"
 

@@ -3,10 +3,20 @@
 The user's trace is never modified: it is opened through a SQLite URI with
 ``mode=ro`` (SQLAlchemy for introspection and small reads, the ADBC SQLite driver for
 bulk rows, which hands Arrow batches to polars without a Python row loop).
+
+Both connections open the one URI that :func:`sqlite_uri` builds: the file name
+percent-encoded byte by byte (so ``#``, ``?``, ``&`` and ``%`` in a name stay part of
+the name) with ``mode=ro&immutable=1``. Immutable means SQLite takes no locks and
+creates no ``-shm``/``-wal`` file: the process holds two SQLite libraries (the Python
+one behind SQLAlchemy and the ADBC driver's own), and POSIX locks are per process, so
+one library closing the file dropped the other's locks (WAL-mode exports crashed).
+An export with an unfinished write-ahead log or rollback journal beside it is refused:
+reading it as immutable would ignore the log.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +32,7 @@ from nsysan.errors import (
     NotNsysExportError,
     NotSqliteError,
     TruncatedTraceError,
+    UnfinishedWriteError,
 )
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -44,8 +55,33 @@ NSYS_MARKER_TABLES = frozenset(
 
 
 def sqlite_uri(path: Path) -> str:
-    """A read-only SQLite URI for ``path`` (special characters percent-encoded)."""
-    return f"file:{quote(str(path.resolve()))}?mode=ro"
+    """The read-only, lock-free SQLite URI that names ``path`` literally.
+
+    Every byte of the absolute path but ``/`` and the unreserved characters is
+    percent-encoded (from the file system's bytes, so any legal name works).
+    """
+    return f"file:{quote(os.fsencode(path.resolve()), safe='/')}?mode=ro&immutable=1"
+
+
+def _connect_stdlib(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(sqlite_uri(path), uri=True, check_same_thread=False)
+
+
+def _check_no_unfinished_write(path: Path, header: bytes) -> None:
+    # Bytes 18-19 are 2 in WAL mode (SQLite file format, section 1.3.3).
+    sidecars = ["-journal"] + (["-wal"] if 2 in (header[18], header[19]) else [])
+    for suffix in sidecars:
+        side = path.with_name(path.name + suffix)
+        try:
+            size = side.stat().st_size
+        except OSError:
+            continue
+        if size > 0:
+            raise UnfinishedWriteError(
+                f"{path}: {side.name} ({size} bytes) lies beside it: the export is still "
+                "being written or was not closed; wait for it to finish, or fold the log "
+                f"in with: sqlite3 '{path.name}' 'PRAGMA wal_checkpoint(TRUNCATE)'"
+            )
 
 
 def check_sqlite_file(path: Path) -> None:
@@ -78,6 +114,7 @@ def check_sqlite_file(path: Path) -> None:
         raise TruncatedTraceError(
             f"{path}: truncated SQLite file ({size} bytes, header says {page_count * page_size})"
         )
+    _check_no_unfinished_write(path, header)
 
 
 def _wrap_db_error(path: Path, exc: Exception) -> Exception:
@@ -178,7 +215,7 @@ def _read_adbc(path: Path, sql: str) -> pl.DataFrame:
 
 def _read_stdlib(path: Path, sql: str) -> pl.DataFrame:
     try:
-        conn = sqlite3.connect(sqlite_uri(path), uri=True)
+        conn = _connect_stdlib(path)
         try:
             cur = conn.execute(sql)
             names = [d[0] for d in cur.description]
@@ -193,7 +230,11 @@ def _read_stdlib(path: Path, sql: str) -> pl.DataFrame:
 def open_export(path: Path) -> ExportDB:
     """Check and open one export read-only; raise a one-line error if it is unusable."""
     check_sqlite_file(path)
-    engine = sa.create_engine(f"sqlite:///{sqlite_uri(path)}&uri=true")
+    # SQLAlchemy's URL would percent-decode the path before SQLite sees it, so the
+    # connection comes from the one URI builder instead.
+    engine = sa.create_engine(
+        "sqlite://", creator=lambda: _connect_stdlib(path), poolclass=sa.pool.QueuePool
+    )
     try:
         names = frozenset(sa.inspect(engine).get_table_names())
     except sa.exc.DBAPIError as exc:
