@@ -8,7 +8,12 @@ Tracebacks appear only with ``--debug``.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +24,8 @@ from nsysan.errors import NsysanError
 from nsysan.simulate import SCENARIOS
 
 EXIT_OK, EXIT_INPUT_ERROR, EXIT_USAGE = 0, 1, 2
+# Shell convention: 128 + the signal number.
+SIGNAL_EXITS = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")}
 
 trace_paths = click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 
@@ -341,8 +348,43 @@ def compare(before: Path, after: Path, as_json: bool) -> None:
     click.echo(dump_json(result) if as_json else render_comparison(result))
 
 
+def _on_signal(signum: int, frame: object) -> None:
+    # Exit from the handler itself: an exception raised here could land inside a
+    # finalizer or a library callback and be swallowed (the run went on and exited 0),
+    # and unwinding would first wait for the reader threads.
+    from nsysan.output import remove_temp_files
+
+    remove_temp_files()
+    code, word = SIGNAL_EXITS[signal.Signals(signum)]
+    try:
+        sys.stdout.flush()
+    except Exception:  # a closed or broken stdout must not stop the exit
+        pass
+    os.write(2, f"nsysan: {word}\n".encode())
+    os._exit(code)
+
+
+@contextmanager
+def _signals_exit_cleanly() -> Iterator[None]:
+    """SIGINT/SIGTERM: remove temporary outputs, one line on stderr, exit 130/143."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers (e.g. main() called from a thread)
+        return
+    previous = {sig: signal.signal(sig, _on_signal) for sig in SIGNAL_EXITS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``nsysan`` console script."""
+    with _signals_exit_cleanly():
+        _main(argv)
+
+
+def _main(argv: list[str] | None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:
@@ -352,7 +394,10 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.echo(f"nsysan: error: {exc.message} (see docs/errors.md#{exc.slug})", err=True)
         sys.exit(EXIT_INPUT_ERROR)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            click.echo("nsysan: interrupted", err=True)
+            sys.exit(130)
         click.echo("nsysan: aborted", err=True)
         sys.exit(EXIT_INPUT_ERROR)
     except click.ClickException as exc:

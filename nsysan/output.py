@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from nsysan.errors import OutputError
@@ -55,6 +56,17 @@ def refuse_overwrite(outputs: Iterable[Path | None], inputs: Iterable[Path | Non
         seen.append((path, real, ident, "output"))
 
 
+@contextmanager
+def in_flight(*names: str | Path) -> Iterator[None]:
+    """Register temporary files for :func:`remove_temp_files` while the block runs."""
+    keys = [str(n) for n in names]
+    _IN_FLIGHT.update(keys)
+    try:
+        yield
+    finally:
+        _IN_FLIGHT.difference_update(keys)
+
+
 def remove_temp_files() -> None:
     """Remove every temporary file still being written (called on SIGINT/SIGTERM)."""
     for name in list(_IN_FLIGHT):
@@ -75,20 +87,17 @@ def write_atomic(path: str | Path, data: str | bytes) -> Path:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise OutputError(f"{target}: cannot write ({exc.strerror or exc})") from None
-    _IN_FLIGHT.add(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with in_flight(tmp_name), os.fdopen(fd, "wb") as fh:
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, target)
+            os.chmod(tmp_name, 0o644)
+            os.replace(tmp_name, target)
     except OSError as exc:
         Path(tmp_name).unlink(missing_ok=True)
         raise OutputError(f"{target}: cannot write ({exc.strerror or exc})") from None
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
-    finally:
-        _IN_FLIGHT.discard(tmp_name)
     return target
