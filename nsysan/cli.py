@@ -65,10 +65,16 @@ def info(traces: tuple[Path, ...], as_json: bool) -> None:
 
 
 _DURATION_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+DURATION_FORMS = "accepted forms: 2.5s, 300ms, 150us, 150µs, 1500ns"
+_INT64_MAX = 2**63 - 1
 
 
 class DurationType(click.ParamType):
-    """A time in ns: ``1500000``, ``1.5ms``, ``2s``, ``300us``."""
+    """A time on the trace timeline with its unit: ``2.5s``, ``300ms``, ``150us``, ``1500ns``.
+
+    A bare number is refused (ns or s? the two readings differ a billion times); only
+    ``0`` needs no unit.
+    """
 
     name = "duration"
 
@@ -76,19 +82,20 @@ class DurationType(click.ParamType):
         if isinstance(value, int):
             return value
         text = str(value).strip().lower()
-        for unit in sorted(_DURATION_UNITS, key=len, reverse=True):
-            if text.endswith(unit):
-                number = text[: -len(unit)].strip()
-                try:
-                    return int(round(float(number) * _DURATION_UNITS[unit]))
-                except ValueError:
-                    break
-        else:
-            try:
-                return int(text)
-            except ValueError:
-                pass
-        self.fail(f"{value!r} is not a duration (e.g. 1500000, 1.5ms, 2s)", param, ctx)
+        unit = next(
+            (u for u in sorted(_DURATION_UNITS, key=len, reverse=True) if text.endswith(u)), None
+        )
+        number = text[: -len(unit)].strip() if unit else text
+        try:
+            amount = float(number)
+        except ValueError:
+            self.fail(f"{value!r} is not a duration; {DURATION_FORMS}", param, ctx)
+        if unit is None and amount != 0:
+            self.fail(f"{value!r} has no unit; {DURATION_FORMS}", param, ctx)
+        ns = amount * _DURATION_UNITS[unit or "ns"]
+        if not 0 <= ns <= _INT64_MAX:  # also NaN and infinities
+            self.fail(f"{value!r} is out of range (0 to about 292 years)", param, ctx)
+        return int(round(ns))
 
 
 DURATION = DurationType()
@@ -115,15 +122,17 @@ def analysis_options(func: Any) -> Any:
             "common window. --start/--end or --nvtx-range override it.",
         ),
         click.option(
-            "--start", type=DURATION, help="Window start on the trace timeline (e.g. 2.5s)."
+            "--start",
+            type=DURATION,
+            help="Window start on the trace timeline, with a unit (2.5s, 300ms, 150us, 1500ns).",
         ),
-        click.option("--end", type=DURATION, help="Window end on the trace timeline."),
+        click.option("--end", type=DURATION, help="Window end on the trace timeline, with a unit."),
         click.option("--nvtx-range", help="Window = span of the NVTX ranges with this exact text."),
         click.option(
             "--skip-warmup",
             type=DURATION,
             default=0,
-            help="Leave out this much time at the start of each window.",
+            help="Leave out this much time (with a unit) at the start of each window.",
         ),
         click.option(
             "--drift-windows",
