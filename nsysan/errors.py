@@ -48,6 +48,10 @@ class EmptyTraceError(NsysanError):
     slug = "empty-trace"
 
 
+class MissingColumnError(NsysanError):
+    slug = "missing-column"
+
+
 class NoGpuActivityError(NsysanError):
     slug = "no-gpu-activity"
 

@@ -8,6 +8,7 @@ times are shifted onto the earliest file's clock. GPUs are physical devices
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +19,7 @@ import polars as pl
 
 from nsysan import model
 from nsysan.errors import InputNotFoundError
-from nsysan.ingest import identity, nsys
+from nsysan.ingest import identity, nsys, validate
 from nsysan.ingest.sqlite import ExportDB, open_export
 
 __all__ = ["load_trace", "MISSING_MESSAGES"]
@@ -155,12 +156,14 @@ def load_trace(paths: Sequence[str | Path]) -> model.Trace:
         for db in dbs:
             db.close()
     ordered_infos = [infos[i] for i in order]
-    return _assemble(ordered_infos, files)
+    trace = _assemble(ordered_infos, files)
+    # What ingest validation dropped or truncated (nsysan.ingest.validate).
+    checked = [f"{db.path.name}: {note}" for i in order for db in [dbs[i]] for note in db.notes]
+    return dataclasses.replace(trace, notes=(*checked, *trace.notes)) if checked else trace
 
 
 def _offsets(infos: list[_SourceInfo]) -> tuple[list[int], list[str]]:
-    starts = [i.utc_start_ns for i in infos]
-    notes: list[str] = []
+    starts, notes = validate.check_session_starts([i.utc_start_ns for i in infos])
     if len(infos) > 1 and any(s is None for s in starts):
         notes.append(
             "some files lack a UTC session start: their times were not aligned "

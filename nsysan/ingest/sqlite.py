@@ -29,11 +29,13 @@ from nsysan import model
 from nsysan.errors import (
     EmptyTraceError,
     InputNotFoundError,
+    MissingColumnError,
     NotNsysExportError,
     NotSqliteError,
     TruncatedTraceError,
     UnfinishedWriteError,
 )
+from nsysan.ingest import validate
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ADBC_BATCH_OPTION = "adbc.sqlite.query.batch_rows"
@@ -134,6 +136,10 @@ class ExportDB:
     path: Path
     engine: sa.Engine
     tables: frozenset[str]
+    #: plausible event times in this file's clock (validate.time_bounds)
+    bounds: validate.TimeBounds = field(default_factory=lambda: validate.time_bounds(None))
+    #: what validation dropped or changed, for the report's notes
+    notes: list[str] = field(default_factory=list)
     _columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def has(self, table: str) -> bool:
@@ -154,6 +160,59 @@ class ExportDB:
         if table not in self.tables:
             return False
         return bool(self.scalar(f'SELECT EXISTS (SELECT 1 FROM "{table}")'))
+
+    def select_sql(self, table: str, wanted: dict[str, str]) -> str:
+        """``SELECT`` the ``wanted`` columns (model name → source name) that exist, checked."""
+        needs_rows = bool(validate.REQUIRED.get(table))
+        try:
+            return validate.select_sql(
+                table,
+                self.columns(table),
+                wanted,
+                self.bounds,
+                has_rows=needs_rows and self.has_rows(table),
+            )
+        except MissingColumnError as exc:
+            raise MissingColumnError(f"{self.path}: {exc.message}") from None
+
+    def read_checked(self, table: str, wanted: dict[str, str]) -> pl.DataFrame | None:
+        """Read ``table``'s ``wanted`` columns; drop rows that fail validation, with notes.
+
+        None when the table is absent or has none of the columns.
+        """
+        if table not in self.tables:
+            return None
+        df = self.read(self.select_sql(table, wanted))
+        if "_empty" in df.columns:
+            return None
+        required = validate.required_model_columns(table, wanted)
+        nulls = validate.null_rows(df, required)
+        df, dropped = validate.drop_null_required(df, required)
+        if dropped:
+            self._explain(table, required, nulls, dropped)
+        # The StringIds pool also holds environment blocks and captured logs, cut silently.
+        truncated = validate.truncated_count(df) if table != "StringIds" else 0
+        if truncated:
+            self.notes.append(
+                f"{truncated} {table} string(s) longer than {validate.TEXT_MAX_BYTES} bytes "
+                "were truncated for display"
+            )
+        return df
+
+    def _explain(
+        self, table: str, required: dict[str, str], nulls: dict[str, int], dropped: int
+    ) -> None:
+        # Damaged files only: one more query per failing column says why.
+        notes: list[str] = []
+        for dst, src in required.items():
+            if not nulls.get(dst):
+                continue
+            sql = validate.explain_sql(table, self._real_column(table, src), dst, self.bounds)
+            notes += validate.explain_note(table, src, dst, self.bounds, self.rows(sql))
+        self.notes.extend(notes or [f"{dropped} {table} row(s) failing validation: ignored"])
+
+    def _real_column(self, table: str, src: str) -> str:
+        return validate.resolve_columns(self.columns(table), {src: src}).get(src, src)
 
     def scalar(self, sql: str) -> object:
         try:
@@ -180,6 +239,7 @@ class ExportDB:
                 df = _read_stdlib(self.path, sql)
             else:
                 raise _wrap_db_error(self.path, exc) from None
+        df = validate.decode_binary_columns(df)
         if schema:
             df = df.cast({k: v for k, v in schema.items() if k in df.columns}, strict=False)
         return df
@@ -249,4 +309,15 @@ def open_export(path: Path) -> ExportDB:
             f"{path}: not an Nsight Systems export (none of StringIds, TARGET_INFO_GPU, "
             "CUPTI_* or export metadata tables)"
         )
-    return ExportDB(path=path, engine=engine, tables=names)
+    db = ExportDB(path=path, engine=engine, tables=names)
+    db.bounds = validate.time_bounds(_capture_end(db))
+    return db
+
+
+def _capture_end(db: ExportDB) -> int | None:
+    if not db.has("ANALYSIS_DETAILS") or "stopTime" not in db.columns("ANALYSIS_DETAILS"):
+        return None
+    value = db.scalar(
+        "SELECT MAX(stopTime) FROM \"ANALYSIS_DETAILS\" WHERE typeof(stopTime) = 'integer'"
+    )
+    return validate.integer_value(value)
