@@ -136,7 +136,7 @@ def analysis_options(func: Any) -> Any:
         ),
         click.option(
             "--drift-windows",
-            type=click.IntRange(min=20),
+            type=click.IntRange(min=20, max=10_000),
             default=20,
             show_default=True,
             help="Number of equal windows for the load-drift series.",
