@@ -81,14 +81,20 @@ def test_a_signal_during_the_write_removes_the_temp_file(
 
 
 def test_ctrl_c_while_reading_exits_130_with_one_line(trace: Path, tmp_path: Path) -> None:
+    # Signalled once the imports are done (before that Python's default handler runs).
+    script = (
+        "import sys; from nsysan.cli import main; print('READY', flush=True); main(sys.argv[1:])"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nsysan", "analyze", str(trace), "--json"],
-        stdout=subprocess.DEVNULL,
+        [sys.executable, "-c", script, "analyze", str(trace), "--json"],
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
     )
-    time.sleep(1.0)  # inside imports, ingest or analysis: every phase must exit cleanly
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "READY"
+    time.sleep(0.3)  # inside ingest or analysis: every phase must exit cleanly
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     if proc.returncode == 0:
