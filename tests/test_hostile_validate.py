@@ -56,6 +56,18 @@ def test_device_ids_keep_small_non_negative_integers(values: list[object]) -> No
 
 
 @settings(max_examples=100, deadline=None)
+@given(values=st.lists(CELLS, max_size=30))
+def test_other_integer_columns_read_as_integers_or_null(values: list[object]) -> None:
+    sql = validate.column_sql("c", "stream_id", validate.time_bounds(None), required=False)
+    got = _read(values, sql)
+    assert all(g is None or isinstance(g, int) for g in got)
+    assert [g for g, v in zip(got, values, strict=True) if isinstance(v, int)] == [
+        v for v in values if isinstance(v, int)
+    ]
+    assert [g is None for g in got] == [v is None for v in values]
+
+
+@settings(max_examples=100, deadline=None)
 @given(values=st.lists(st.one_of(st.none(), st.text(), st.binary()), max_size=20))
 def test_text_columns_are_bytes_cut_to_the_limit_and_decode_to_valid_text(
     values: list[object],

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import polars as pl
 
@@ -72,6 +73,14 @@ TEXT_COLUMNS = frozenset({"name", "inline_text", "pci_bus", "uuid", "value", "me
 TIME_COLUMNS = frozenset({"start_ns", "end_ns", "time_ns"})
 
 
+class NotedExport(Protocol):
+    """What the checks need of an open export (``nsysan.ingest.sqlite.ExportDB``)."""
+
+    notes: list[str]
+
+    def rows(self, sql: str) -> list[tuple[object, ...]]: ...
+
+
 @dataclass(frozen=True)
 class TimeBounds:
     """The closed range of plausible event times of one file, in its own clock (ns)."""
@@ -83,20 +92,29 @@ class TimeBounds:
 def time_bounds(capture_end: object) -> TimeBounds:
     """Plausible times: a day before zero to a day after the capture end (a week when
     the capture end is unknown or absurd)."""
-    known = isinstance(capture_end, int) and 0 <= capture_end <= MAX_CAPTURE_NS
-    end = capture_end if known else UNKNOWN_CAPTURE_END_NS - TIME_SLACK_NS
-    return TimeBounds(lo=-TIME_SLACK_NS, hi=end + TIME_SLACK_NS)  # type: ignore[operator]
+    end = integer_value(capture_end, 0, MAX_CAPTURE_NS)
+    if end is None:
+        end = UNKNOWN_CAPTURE_END_NS - TIME_SLACK_NS
+    return TimeBounds(lo=-TIME_SLACK_NS, hi=end + TIME_SLACK_NS)
 
 
 def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def column_sql(src: str, dst: str, bounds: TimeBounds) -> str:
-    """The SQL expression that reads column ``src`` as model column ``dst``, checked."""
+def column_sql(src: str, dst: str, bounds: TimeBounds, *, required: bool = True) -> str:
+    """The SQL expression that reads column ``src`` as model column ``dst``, checked.
+
+    Times, device ids and ``required`` columns become NULL unless they are integers
+    in range (the row is then dropped). Other integer columns are only made integers
+    (``CAST``: a stray text or REAL reads as a number, never aborts the Arrow read):
+    a ``typeof`` test per cell costs a few percent of a read per column.
+    """
     q = quote_ident(src)
     if dst in TEXT_COLUMNS:
         return f"{text_sql(q)} AS {quote_ident(dst)}"
+    if not required and dst not in TIME_COLUMNS and dst != "device_id":
+        return f"CAST({q} AS INTEGER) AS {quote_ident(dst)}"
     check = f"typeof({q}) = 'integer'"
     if dst in TIME_COLUMNS:
         check += f" AND {q} BETWEEN {bounds.lo} AND {bounds.hi}"
@@ -142,7 +160,8 @@ def select_sql(
                     f"table {table} has no column {need!r} "
                     f"(it has: {', '.join(have[:12])}{', ...' if len(have) > 12 else ''})"
                 )
-    parts = [column_sql(src, dst, bounds) for dst, src in found.items()]
+    required = required_model_columns(table, wanted)
+    parts = [column_sql(src, dst, bounds, required=dst in required) for dst, src in found.items()]
     if not parts:
         parts = ["NULL AS _empty"]
     return f"SELECT {', '.join(parts)} FROM {quote_ident(table)}"
@@ -277,10 +296,10 @@ def check_session_starts(starts: list[int | None]) -> tuple[list[int | None], li
     ]
 
 
-def unique_string_ids(db: object, strings: pl.DataFrame) -> pl.DataFrame:
+def unique_string_ids(db: NotedExport, strings: pl.DataFrame) -> pl.DataFrame:
     """StringIds without NULL or repeated ids (nsys's ``id`` is the primary key; a
     repeated id would multiply every row that refers to it)."""
-    notes: list[str] = db.notes  # type: ignore[attr-defined]
+    notes = db.notes
     dropped = strings["id"].null_count()
     strings = strings.drop_nulls("id") if dropped else strings
     if not _is_primary_key(db, "StringIds", "id"):
@@ -291,8 +310,8 @@ def unique_string_ids(db: object, strings: pl.DataFrame) -> pl.DataFrame:
     return strings
 
 
-def _is_primary_key(db: object, table: str, column: str) -> bool:
-    rows = db.rows(  # type: ignore[attr-defined]
+def _is_primary_key(db: NotedExport, table: str, column: str) -> bool:
+    rows = db.rows(
         f"SELECT pk FROM pragma_table_info('{table}') WHERE lower(name) = lower('{column}')"
     )
     return bool(rows and rows[0][0] == 1)
@@ -318,11 +337,11 @@ def gpu_metrics_sql(bounds: TimeBounds) -> str:
     )
 
 
-def drop_bad_samples(db: object, df: pl.DataFrame) -> pl.DataFrame:
+def drop_bad_samples(db: NotedExport, df: pl.DataFrame) -> pl.DataFrame:
     """Drop GPU-metric samples without a valid time or source id, with a note."""
     kept = df.drop_nulls([c for c in ("time_ns", "type_id") if c in df.columns])
     if kept.height < df.height:
-        db.notes.append(  # type: ignore[attr-defined]
+        db.notes.append(
             f"{df.height - kept.height} GPU metrics sample(s) with a non-integer or "
             "implausible timestamp or source id: ignored"
         )
@@ -336,11 +355,11 @@ JSON_OBJECT_SQL = (
 )
 
 
-def drop_bad_json(db: object, raw: pl.DataFrame) -> pl.DataFrame:
+def drop_bad_json(db: NotedExport, raw: pl.DataFrame) -> pl.DataFrame:
     """Drop GENERIC_EVENTS rows that are not JSON objects or lack a valid time, with a note."""
     kept = raw.drop_nulls(["time_ns", "data"])
     if kept.height < raw.height:
-        db.notes.append(  # type: ignore[attr-defined]
+        db.notes.append(
             f"{raw.height - kept.height} GENERIC_EVENTS GPU metrics sample(s) that are not a "
             "JSON object or have no valid timestamp: ignored"
         )
