@@ -121,3 +121,53 @@ def test_a_kernel_table_without_start_is_refused_naming_it(tmp_path: Path) -> No
     assert {r["code"] for r in records} == {1}
     assert "table CUPTI_ACTIVITY_KIND_KERNEL has no column 'start'" in str(records[0]["stderr"])
     assert "(see docs/errors.md#missing-column)" in str(records[0]["stderr"])
+
+
+def _load(case: str, tmp_path: Path) -> object:
+    if not BASE.exists():
+        pytest.skip("needs the real traces")
+    from hostile_corpus import build
+
+    from nsysan.ingest import load_trace
+
+    return load_trace(build({c.name: c for c in CASES}[case], BASE, tmp_path))
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("case", ["strings-empty", "strings-table-dropped", "kernel-name-id-text"])
+def test_kernels_whose_name_string_is_missing_get_a_visible_name(case: str, tmp_path: Path) -> None:
+    trace = _load(case, tmp_path)
+    kernels = trace.kernels  # type: ignore[attr-defined]
+    assert kernels.height == 46
+    assert kernels["name"].null_count() == kernels["short_name"].null_count() == 0
+    names = set(kernels["name"])
+    assert names <= {"<unnamed kernel>"} | {n for n in names if n.startswith("<string id ")}
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(
+    ("case", "height", "note"),
+    [
+        (
+            "kernel-start-text",
+            37,
+            "t.sqlite: 9 CUPTI_ACTIVITY_KIND_KERNEL rows with a text value in start "
+            "(nsys writes integers): ignored",
+        ),
+        (
+            "kernel-30-years-late",
+            45,
+            "t.sqlite: 1 CUPTI_ACTIVITY_KIND_KERNEL row with start 946080002794685632, more than "
+            "a day after the capture end (3154332868 ns): ignored",
+        ),
+        ("kernel-10pct-null-start", 42, "4 CUPTI_ACTIVITY_KIND_KERNEL rows with no start: ignored"),
+        ("string-ids-duplicated", 46, "repeated StringIds id(s): first kept"),
+        ("nvtx-text-1MiB", 46, "NVTX_EVENTS string(s) longer than 16384 bytes were truncated"),
+    ],
+)
+def test_validation_notes_name_what_was_ignored(
+    case: str, height: int, note: str, tmp_path: Path
+) -> None:
+    trace = _load(case, tmp_path)
+    assert trace.kernels.height == height  # type: ignore[attr-defined]
+    assert any(note in n for n in trace.notes), trace.notes  # type: ignore[attr-defined]

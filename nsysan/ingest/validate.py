@@ -69,6 +69,8 @@ REQUIRED_IF_PRESENT: Mapping[str, tuple[str, ...]] = {
 
 #: Model column names that hold text; every other column read is an integer.
 TEXT_COLUMNS = frozenset({"name", "inline_text", "pci_bus", "uuid", "value", "metric"})
+#: StringIds references: a non-integer reads as NULL (a CAST would name another string).
+STRING_ID_COLUMNS = frozenset({"short_name_id", "name_id", "text_id"})
 #: Model columns that hold times in ns (bounded by :func:`time_bounds`).
 TIME_COLUMNS = frozenset({"start_ns", "end_ns", "time_ns"})
 
@@ -113,7 +115,7 @@ def column_sql(src: str, dst: str, bounds: TimeBounds, *, required: bool = True)
     q = quote_ident(src)
     if dst in TEXT_COLUMNS:
         return f"{text_sql(q)} AS {quote_ident(dst)}"
-    if not required and dst not in TIME_COLUMNS and dst != "device_id":
+    if not required and dst not in TIME_COLUMNS | STRING_ID_COLUMNS and dst != "device_id":
         return f"CAST({q} AS INTEGER) AS {quote_ident(dst)}"
     check = f"typeof({q}) = 'integer'"
     if dst in TIME_COLUMNS:
@@ -364,3 +366,13 @@ def drop_bad_json(db: NotedExport, raw: pl.DataFrame) -> pl.DataFrame:
             "JSON object or have no valid timestamp: ignored"
         )
     return kept
+
+
+def unresolved_string(string_id: pl.Expr, text: pl.Expr) -> pl.Expr:
+    """``text``, or ``<string id N missing>`` when id N is set but StringIds lacks it."""
+    placeholder = pl.format("<string id {} missing>", string_id)
+    return pl.when(text.is_null() & string_id.is_not_null()).then(placeholder).otherwise(text)
+
+
+#: The name of a kernel whose name reference is missing or not an integer.
+UNNAMED_KERNEL = "<unnamed kernel>"
