@@ -28,6 +28,10 @@ class InputNotFoundError(NsysanError):
     slug = "input-not-found"
 
 
+class DuplicateInputError(NsysanError):
+    slug = "duplicate-input"
+
+
 class NotSqliteError(NsysanError):
     slug = "not-sqlite"
 

@@ -58,6 +58,8 @@ def test_hostile_inputs_get_a_clean_answer(kind: str, tmp_path: Path) -> None:
     for r in records:
         err = str(r["stderr"])
         where = f"{r['case']} / {r['command']}"
+        if r["code"] != {"ok": 0, "refused": 1}[str(r["expect"])]:
+            problems.append(f"{where}: expected {r['expect']}, got exit {r['code']}: {err[-300:]}")
         if r["code"] not in (0, 1):
             problems.append(f"{where}: exit {r['code']}: {err[-500:]}")
         if "internal error" in err or "Traceback" in err or err.count("\n") > 1:

@@ -20,7 +20,7 @@ import polars as pl
 from nsysan import model
 from nsysan.errors import InputNotFoundError
 from nsysan.ingest import identity, nsys, validate
-from nsysan.ingest.sqlite import ExportDB, open_export
+from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 
 __all__ = ["load_trace", "MISSING_MESSAGES"]
 
@@ -138,6 +138,7 @@ def load_trace(paths: Sequence[str | Path]) -> model.Trace:
     """Load exports (one file, or one per rank/node) as one trace on one timeline."""
     if not paths:
         raise InputNotFoundError("no trace files given")
+    check_distinct_files([Path(p) for p in paths])
     dbs: list[ExportDB] = []
     try:
         for p in paths:

@@ -27,6 +27,7 @@ import sqlalchemy as sa
 
 from nsysan import model
 from nsysan.errors import (
+    DuplicateInputError,
     EmptyTraceError,
     InputNotFoundError,
     MissingColumnError,
@@ -84,6 +85,21 @@ def _check_no_unfinished_write(path: Path, header: bytes) -> None:
                 "being written or was not closed; wait for it to finish, or fold the log "
                 f"in with: sqlite3 '{path.name}' 'PRAGMA wal_checkpoint(TRUNCATE)'"
             )
+
+
+def check_distinct_files(paths: list[Path]) -> None:
+    """Refuse the same export given twice (same real path, or same device and inode):
+    its events would be counted twice on one timeline."""
+    seen: dict[tuple[int, int], Path] = {}
+    for path in paths:
+        try:
+            st = path.stat()
+        except (OSError, ValueError):
+            continue  # open_export names the problem
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            raise DuplicateInputError(f"{path}: the same file as {seen[key]} (given twice)")
+        seen[key] = path
 
 
 def check_sqlite_file(path: Path) -> None:
