@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
+from pathlib import Path
 
+import hostile_corpus
 import polars as pl
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nsysan.ingest import validate
@@ -152,3 +157,71 @@ def test_time_bounds_fall_back_to_a_week_for_an_absurd_capture_end() -> None:
     assert validate.time_bounds(2**63 - 1).hi == validate.UNKNOWN_CAPTURE_END_NS
     assert validate.time_bounds("x").hi == validate.UNKNOWN_CAPTURE_END_NS
     assert validate.time_bounds(5_000_000_000).hi == 5_000_000_000 + validate.DAY_NS
+
+
+_TABLES_AND_COLUMNS = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "deviceId", "globalPid", "shortName"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "globalTid", "nameId", "correlationId"),
+    "NVTX_EVENTS": ("start", "end", "text", "textId", "eventType", "globalTid"),
+    "StringIds": ("id", "value"),
+    "TARGET_INFO_GPU": ("id", "busLocation", "uuid", "smCount"),
+    "ANALYSIS_DETAILS": ("startTime", "stopTime"),
+}
+_SMALL = Path(__file__).resolve().parent.parent.parent / "shared/traces/T033-dlprof/trace.sqlite"
+
+
+@pytest.mark.shared
+@settings(
+    max_examples=int(os.environ.get("NSYSAN_FUZZ_EXAMPLES", "25")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    edits=st.lists(
+        st.tuples(
+            st.sampled_from(sorted(_TABLES_AND_COLUMNS)),
+            st.integers(0, 5),
+            st.integers(1, 7),
+            st.one_of(CELLS, st.sampled_from([2**63 - 1, -(2**63), 10**18, 1e300])),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_property_damaged_cells_never_escape_as_internal_errors(
+    tmp_path: Path, edits: list[tuple[str, int, int, object]]
+) -> None:
+    from nsysan.errors import NsysanError
+    from nsysan.ingest import load_trace
+
+    if not _SMALL.exists():
+        pytest.skip("needs the real traces")
+    path = tmp_path / f"fuzz-{abs(hash(repr(edits)))}.sqlite"
+    shutil.copyfile(_SMALL, path)
+    conn = sqlite3.connect(path)
+    try:
+        for table, col_index, every, value in edits:
+            columns = _TABLES_AND_COLUMNS[table]
+            column = columns[col_index % len(columns)]
+            # Rebuilt without constraints, so any storage class fits (see hostile_corpus).
+            conn.executescript(hostile_corpus.loosen(table))
+            conn.execute(f'UPDATE "{table}" SET "{column}" = ? WHERE rowid % ? = 0', (value, every))
+        conn.commit()
+    finally:
+        conn.close()
+    try:
+        trace = load_trace([path])
+    except NsysanError as exc:
+        assert "\n" not in exc.message
+        return
+    for name in ("kernels", "cuda_api", "nvtx"):
+        df = getattr(trace, name)
+        assert df["start_ns"].null_count() == 0
+        assert df.is_empty() or df["start_ns"].min() >= -validate.DAY_NS
+        assert df.is_empty() or df["start_ns"].max() <= 8 * validate.DAY_NS
+    assert trace.kernels["name"].null_count() == 0
+    if os.environ.get("NSYSAN_FUZZ_REPORT"):  # the whole pipeline too (slower)
+        from nsysan.analysis import analyze
+        from nsysan.report import write_report
+
+        write_report(analyze(trace), tmp_path / "r.html", lang="en")
