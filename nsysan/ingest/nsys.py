@@ -97,7 +97,9 @@ def _resolve(df: pl.DataFrame, strings: pl.DataFrame, id_col: str, out: str) -> 
     df = df.with_columns(pl.col(id_col).cast(pl.Int64))
     joined = df.join(lookup, on=id_col, how="left", maintain_order="left")
     # An id StringIds lacks keeps a visible placeholder rather than a null name.
-    joined = joined.with_columns(validate.unresolved_string(pl.col(id_col), pl.col(out)).alias(out))
+    joined = joined.with_columns(
+        validate.unresolved_string(pl.col(id_col), pl.col(out)).cast(lookup.schema[out]).alias(out)
+    )
     return joined.drop(id_col) if id_col != out else joined
 
 
@@ -142,13 +144,12 @@ def read_kernels(db: ExportDB, strings: pl.DataFrame, source: int) -> pl.DataFra
         return _empty_with_global_pid(model.KERNELS)
     df = _resolve(df, strings, "short_name_id", "short_name")
     df = _resolve(df, strings, "name_id", "name")
+    # The placeholder takes the names' dtype (String, or Categorical ids).
+    unnamed_name = pl.lit(validate.UNNAMED_KERNEL).cast(df.schema["name"])
     unnamed = pl.col("short_name").is_null() & pl.col("name").is_null()
     df = df.with_columns(
-        pl.when(unnamed)
-        .then(pl.lit(validate.UNNAMED_KERNEL))
-        .otherwise("short_name")
-        .alias("short_name"),
-        pl.coalesce("name", "short_name", pl.lit(validate.UNNAMED_KERNEL)).alias("name"),
+        pl.when(unnamed).then(unnamed_name).otherwise("short_name").alias("short_name"),
+        pl.coalesce("name", "short_name", unnamed_name).alias("name"),
     )
     return _keep_global_pid(_with_source(_gpu_activity(df), source), model.KERNELS)
 
