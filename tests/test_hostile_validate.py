@@ -10,6 +10,7 @@ from pathlib import Path
 import hostile_corpus
 import polars as pl
 import pytest
+from conftest import SHARED_TRACES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -167,7 +168,7 @@ _TABLES_AND_COLUMNS = {
     "TARGET_INFO_GPU": ("id", "busLocation", "uuid", "smCount"),
     "ANALYSIS_DETAILS": ("startTime", "stopTime"),
 }
-_SMALL = Path(__file__).resolve().parent.parent.parent / "shared/traces/T033-dlprof/trace.sqlite"
+_SMALL = SHARED_TRACES / "T033-dlprof" / "trace.sqlite"
 
 
 @pytest.mark.shared
