@@ -155,6 +155,7 @@ CASES: tuple[Case, ...] = (
     Case(
         "types", "string-value-integer", _loose("StringIds", "UPDATE StringIds SET value = 12345")
     ),
+    Case("types", "gpu-sm-count-2^31", _sql("UPDATE TARGET_INFO_GPU SET smCount = 2147483648")),
     Case(
         "types",
         "target-gpu-id-text",

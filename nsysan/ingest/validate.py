@@ -27,6 +27,7 @@ from typing import Protocol
 
 import polars as pl
 
+from nsysan import model
 from nsysan.errors import MissingColumnError
 
 DAY_NS = 86_400 * 1_000_000_000
@@ -71,6 +72,13 @@ REQUIRED_IF_PRESENT: Mapping[str, tuple[str, ...]] = {
 TEXT_COLUMNS = frozenset({"name", "inline_text", "pci_bus", "uuid", "value", "metric"})
 #: StringIds references: a non-integer reads as NULL (a CAST would name another string).
 STRING_ID_COLUMNS = frozenset({"short_name_id", "name_id", "text_id"})
+#: Model columns of 32-bit integers: a larger value reads as NULL, never fails a cast.
+INT32_COLUMNS = frozenset(
+    name
+    for schema in (*model.TABLE_SCHEMAS.values(), model.GPUS)
+    for name, dtype in schema.items()
+    if dtype == pl.Int32
+)
 #: Model columns that hold times in ns (bounded by :func:`time_bounds`).
 TIME_COLUMNS = frozenset({"start_ns", "end_ns", "time_ns"})
 
@@ -115,6 +123,12 @@ def column_sql(src: str, dst: str, bounds: TimeBounds, *, required: bool = True)
     q = quote_ident(src)
     if dst in TEXT_COLUMNS:
         return f"{text_sql(q)} AS {quote_ident(dst)}"
+    if dst in INT32_COLUMNS and dst != "device_id":
+        cast = f"CAST({q} AS INTEGER)"
+        return (
+            f"CASE WHEN {cast} BETWEEN {-(2**31)} AND {2**31 - 1} THEN {cast} END "
+            f"AS {quote_ident(dst)}"
+        )
     if not required and dst not in TIME_COLUMNS | STRING_ID_COLUMNS and dst != "device_id":
         return f"CAST({q} AS INTEGER) AS {quote_ident(dst)}"
     check = f"typeof({q}) = 'integer'"
