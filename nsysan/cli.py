@@ -8,7 +8,12 @@ Tracebacks appear only with ``--debug``.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +24,8 @@ from nsysan.errors import NsysanError
 from nsysan.simulate import SCENARIOS
 
 EXIT_OK, EXIT_INPUT_ERROR, EXIT_USAGE = 0, 1, 2
+# Shell convention: 128 + the signal number.
+SIGNAL_EXITS = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")}
 
 trace_paths = click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
 
@@ -58,10 +65,16 @@ def info(traces: tuple[Path, ...], as_json: bool) -> None:
 
 
 _DURATION_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+DURATION_FORMS = "accepted forms: 2.5s, 300ms, 150us, 150µs, 1500ns"
+_INT64_MAX = 2**63 - 1
 
 
 class DurationType(click.ParamType):
-    """A time in ns: ``1500000``, ``1.5ms``, ``2s``, ``300us``."""
+    """A time on the trace timeline with its unit: ``2.5s``, ``300ms``, ``150us``, ``1500ns``.
+
+    A bare number is refused (ns or s? the two readings differ a billion times); only
+    ``0`` needs no unit.
+    """
 
     name = "duration"
 
@@ -69,19 +82,20 @@ class DurationType(click.ParamType):
         if isinstance(value, int):
             return value
         text = str(value).strip().lower()
-        for unit in sorted(_DURATION_UNITS, key=len, reverse=True):
-            if text.endswith(unit):
-                number = text[: -len(unit)].strip()
-                try:
-                    return int(round(float(number) * _DURATION_UNITS[unit]))
-                except ValueError:
-                    break
-        else:
-            try:
-                return int(text)
-            except ValueError:
-                pass
-        self.fail(f"{value!r} is not a duration (e.g. 1500000, 1.5ms, 2s)", param, ctx)
+        unit = next(
+            (u for u in sorted(_DURATION_UNITS, key=len, reverse=True) if text.endswith(u)), None
+        )
+        number = text[: -len(unit)].strip() if unit else text
+        try:
+            amount = float(number)
+        except ValueError:
+            self.fail(f"{value!r} is not a duration; {DURATION_FORMS}", param, ctx)
+        if unit is None and amount != 0:
+            self.fail(f"{value!r} has no unit; {DURATION_FORMS}", param, ctx)
+        ns = amount * _DURATION_UNITS[unit or "ns"]
+        if not 0 <= ns <= _INT64_MAX:  # also NaN and infinities
+            self.fail(f"{value!r} is out of range (0 to about 292 years)", param, ctx)
+        return int(round(ns))
 
 
 DURATION = DurationType()
@@ -108,19 +122,21 @@ def analysis_options(func: Any) -> Any:
             "common window. --start/--end or --nvtx-range override it.",
         ),
         click.option(
-            "--start", type=DURATION, help="Window start on the trace timeline (e.g. 2.5s)."
+            "--start",
+            type=DURATION,
+            help="Window start on the trace timeline, with a unit (2.5s, 300ms, 150us, 1500ns).",
         ),
-        click.option("--end", type=DURATION, help="Window end on the trace timeline."),
+        click.option("--end", type=DURATION, help="Window end on the trace timeline, with a unit."),
         click.option("--nvtx-range", help="Window = span of the NVTX ranges with this exact text."),
         click.option(
             "--skip-warmup",
             type=DURATION,
             default=0,
-            help="Leave out this much time at the start of each window.",
+            help="Leave out this much time (with a unit) at the start of each window.",
         ),
         click.option(
             "--drift-windows",
-            type=click.IntRange(min=20),
+            type=click.IntRange(min=20, max=10_000),
             default=20,
             show_default=True,
             help="Number of equal windows for the load-drift series.",
@@ -160,6 +176,15 @@ def build_settings(
     return Settings(busy_mode=busy_mode, window=spec, drift_windows=drift_windows, lang=lang)  # type: ignore[arg-type]
 
 
+def refuse_overwrite_inputs(
+    outputs: list[Path | None], traces: tuple[Path, ...], ncu_csv: Path | None
+) -> None:
+    """Fail before any work if an output would replace a trace, the --ncu CSV or another output."""
+    from nsysan.output import refuse_overwrite
+
+    refuse_overwrite(outputs, [*traces, ncu_csv])
+
+
 def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) -> Any:
     from nsysan.analysis import analyze
     from nsysan.ingest import load_trace
@@ -197,6 +222,7 @@ def analyze(
     from nsysan.report.document import analysis_document, render_summary_text
     from nsysan.report.jsonout import dumps
 
+    refuse_overwrite_inputs([output], traces, ncu_csv)
     analysis = run_analysis(traces, ncu_csv, build_settings(**options))
     document = analysis_document(analysis, detail)
     if output is not None:
@@ -251,8 +277,9 @@ def report(
     """
     from nsysan.report import write_report
 
-    analysis = run_analysis(traces, ncu_csv, build_settings(**options, lang=lang))
     target = output or _default_report_path(traces)
+    refuse_overwrite_inputs([target, json_path], traces, ncu_csv)
+    analysis = run_analysis(traces, ncu_csv, build_settings(**options, lang=lang))
     headline = write_report(analysis, target, lang=lang, json_path=json_path)  # type: ignore[arg-type]
     click.echo(headline)
     click.echo(f"wrote {target}")
@@ -330,8 +357,43 @@ def compare(before: Path, after: Path, as_json: bool) -> None:
     click.echo(dump_json(result) if as_json else render_comparison(result))
 
 
+def _on_signal(signum: int, frame: object) -> None:
+    # Exit from the handler itself: an exception raised here could land inside a
+    # finalizer or a library callback and be swallowed (the run went on and exited 0),
+    # and unwinding would first wait for the reader threads.
+    from nsysan.output import remove_temp_files
+
+    remove_temp_files()
+    code, word = SIGNAL_EXITS[signal.Signals(signum)]
+    try:
+        sys.stdout.flush()
+    except Exception:  # a closed or broken stdout must not stop the exit
+        pass
+    os.write(2, f"nsysan: {word}\n".encode())
+    os._exit(code)
+
+
+@contextmanager
+def _signals_exit_cleanly() -> Iterator[None]:
+    """SIGINT/SIGTERM: remove temporary outputs, one line on stderr, exit 130/143."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers (e.g. main() called from a thread)
+        return
+    previous = {sig: signal.signal(sig, _on_signal) for sig in SIGNAL_EXITS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``nsysan`` console script."""
+    with _signals_exit_cleanly():
+        _main(argv)
+
+
+def _main(argv: list[str] | None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:
@@ -341,7 +403,10 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.echo(f"nsysan: error: {exc.message} (see docs/errors.md#{exc.slug})", err=True)
         sys.exit(EXIT_INPUT_ERROR)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            click.echo("nsysan: interrupted", err=True)
+            sys.exit(130)
         click.echo("nsysan: aborted", err=True)
         sys.exit(EXIT_INPUT_ERROR)
     except click.ClickException as exc:

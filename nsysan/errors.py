@@ -28,6 +28,10 @@ class InputNotFoundError(NsysanError):
     slug = "input-not-found"
 
 
+class DuplicateInputError(NsysanError):
+    slug = "duplicate-input"
+
+
 class NotSqliteError(NsysanError):
     slug = "not-sqlite"
 
@@ -40,8 +44,16 @@ class NotNsysExportError(NsysanError):
     slug = "not-nsys-export"
 
 
+class UnfinishedWriteError(NsysanError):
+    slug = "unfinished-write"
+
+
 class EmptyTraceError(NsysanError):
     slug = "empty-trace"
+
+
+class MissingColumnError(NsysanError):
+    slug = "missing-column"
 
 
 class NoGpuActivityError(NsysanError):

@@ -60,6 +60,8 @@ __all__ = [
 # A dashboard series needs enough samples to be a series; shorter traces get
 # proportionally shorter periods.
 MIN_DASHBOARD_PERIODS = 20
+# At most this many periods per window (a week of 1 s periods is 604,800).
+MAX_DASHBOARD_PERIODS = 20_000
 # GPU-metrics keys shown next to the dashboard (nsysan.analyze.contention).
 ACTIVITY_KEYS = {"gr_active": "gr_active_share", "sm_active": "sm_active_share"}
 
@@ -121,6 +123,13 @@ def dashboard_period(windows: pl.DataFrame, configured_ns: int) -> tuple[int, st
         raise ValueError(f"dashboard_period_ns must be positive (got {configured_ns})")
     lengths = windows.select(pl.col("window_end_ns") - pl.col("window_start_ns")).to_series()
     longest = int(lengths.max() or 0)  # type: ignore[arg-type]
+    if longest > MAX_DASHBOARD_PERIODS * configured_ns:
+        # Bounded whatever the span: the per-period series is an array per GPU.
+        period = -(-longest // MAX_DASHBOARD_PERIODS)
+        return period, (
+            f"the longest window ({longest} ns) would hold more than {MAX_DASHBOARD_PERIODS} "
+            f"dashboard periods of {configured_ns} ns; periods of {period} ns are used instead"
+        )
     if longest >= MIN_DASHBOARD_PERIODS * configured_ns or longest <= 0:
         return configured_ns, None
     period = max(longest // MIN_DASHBOARD_PERIODS, 1)

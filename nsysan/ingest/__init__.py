@@ -8,6 +8,7 @@ times are shifted onto the earliest file's clock. GPUs are physical devices
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,8 +19,8 @@ import polars as pl
 
 from nsysan import model
 from nsysan.errors import InputNotFoundError
-from nsysan.ingest import identity, nsys
-from nsysan.ingest.sqlite import ExportDB, open_export
+from nsysan.ingest import identity, nsys, validate
+from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import is_one_of, values_matching
 
 __all__ = ["load_trace", "MISSING_MESSAGES"]
@@ -145,6 +146,7 @@ def load_trace(paths: str | Path | Sequence[str | Path], launch_config: bool = T
         paths = [paths]
     if not paths:
         raise InputNotFoundError("no trace files given")
+    check_distinct_files([Path(p) for p in paths])
     dbs: list[ExportDB] = []
     try:
         for p in paths:
@@ -165,12 +167,14 @@ def load_trace(paths: str | Path | Sequence[str | Path], launch_config: bool = T
         for db in dbs:
             db.close()
     ordered_infos = [infos[i] for i in order]
-    return _assemble(ordered_infos, files)
+    trace = _assemble(ordered_infos, files)
+    # What ingest validation dropped or truncated (nsysan.ingest.validate).
+    checked = [f"{db.path.name}: {note}" for i in order for db in [dbs[i]] for note in db.notes]
+    return dataclasses.replace(trace, notes=(*checked, *trace.notes)) if checked else trace
 
 
 def _offsets(infos: list[_SourceInfo]) -> tuple[list[int], list[str]]:
-    starts = [i.utc_start_ns for i in infos]
-    notes: list[str] = []
+    starts, notes = validate.check_session_starts([i.utc_start_ns for i in infos])
     if len(infos) > 1 and any(s is None for s in starts):
         notes.append(
             "some files lack a UTC session start: their times were not aligned "

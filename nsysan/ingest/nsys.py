@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from nsysan import model
+from nsysan.ingest import validate
 from nsysan.ingest.sqlite import ExportDB
 
 # Enum labels, hard-coded because exports before schema 3.0 carry no ENUM_* tables
@@ -67,18 +68,18 @@ def tid_of(global_tid: pl.Expr) -> pl.Expr:
 
 
 def _select(db: ExportDB, table: str, wanted: dict[str, str]) -> str:
-    """``SELECT src AS dst, ...`` over the columns of ``wanted`` that ``table`` has."""
-    have = set(db.columns(table))
-    parts = [f'"{src}" AS "{dst}"' for dst, src in wanted.items() if src in have]
-    if not parts:
-        parts = ["NULL AS _empty"]
-    return f'SELECT {", ".join(parts)} FROM "{table}"'
+    """``SELECT src AS dst, ...`` over the columns of ``wanted`` that ``table`` has, each
+    checked for the storage class and range nsys writes (``nsysan.ingest.validate``)."""
+    return db.select_sql(table, wanted)
 
 
 def read_string_ids(db: ExportDB) -> pl.DataFrame:
     if not db.has("StringIds"):
         return pl.DataFrame(schema={"id": pl.Int64, "value": pl.String})
-    return db.read('SELECT id, value FROM "StringIds"', {"id": pl.Int64, "value": pl.String})
+    df = db.read_checked("StringIds", {"id": "id", "value": "value"})
+    if df is None or "id" not in df.columns:
+        return pl.DataFrame(schema={"id": pl.Int64, "value": pl.String})
+    return validate.unique_string_ids(db, model.conform(df, {"id": pl.Int64, "value": pl.String}))
 
 
 def name_lookup(strings: pl.DataFrame, clean: pl.Expr | None = None) -> pl.DataFrame:
@@ -98,16 +99,21 @@ def _resolve(df: pl.DataFrame, names: pl.DataFrame, id_col: str, out: str) -> pl
     lookup = names.rename({"id": id_col, "value": out})
     df = df.with_columns(pl.col(id_col).cast(pl.Int64))
     joined = df.join(lookup, on=id_col, how="left", maintain_order="left")
+    # An id StringIds lacks keeps a visible placeholder rather than a null name. The
+    # check is one pass; the placeholder text is built only on exports that need it.
+    unresolved = pl.col(out).is_null() & pl.col(id_col).is_not_null()
+    if joined.select(unresolved.any()).item():
+        joined = joined.with_columns(
+            validate.unresolved_string(pl.col(id_col), pl.col(out))
+            .cast(lookup.schema[out])
+            .alias(out)
+        )
     return joined.drop(id_col) if id_col != out else joined
 
 
 def _read_table(db: ExportDB, table: str, wanted: dict[str, str]) -> pl.DataFrame | None:
-    if not db.has(table):
-        return None
-    df = db.read(_select(db, table, wanted))
-    if "_empty" in df.columns:
-        return None
-    return df
+    # Rows failing validation are dropped there, with a note on db.notes.
+    return db.read_checked(table, wanted)
 
 
 def _with_source(df: pl.DataFrame, source: int) -> pl.DataFrame:
@@ -152,6 +158,14 @@ def read_kernels(
         return _empty_with_global_pid(model.KERNELS)
     df = _resolve(df, names, "short_name_id", "short_name")
     df = _resolve(df, names, "name_id", "name")
+    # The placeholder takes the names' dtype (String, or Categorical ids).
+    unnamed_name = pl.lit(validate.UNNAMED_KERNEL).cast(df.schema["name"])
+    unnamed = pl.col("short_name").is_null() & pl.col("name").is_null()
+    if df.select(pl.col("name").is_null().any()).item():
+        df = df.with_columns(
+            pl.when(unnamed).then(unnamed_name).otherwise("short_name").alias("short_name"),
+            pl.coalesce("name", "short_name", unnamed_name).alias("name"),
+        )
     return _keep_global_pid(_with_source(_gpu_activity(df), source), model.KERNELS)
 
 
@@ -321,15 +335,12 @@ def read_gpu_metrics(db: ExportDB, source: int) -> pl.DataFrame:
     (nsys-schema-notes §6); samples before the session start are dropped.
     """
     if db.has("GPU_METRICS") and db.has("TARGET_INFO_GPU_METRICS") and db.has_rows("GPU_METRICS"):
-        df = db.read(
-            "SELECT m.timestamp AS time_ns, m.typeId AS type_id, i.metricName AS metric, "
-            'm.value AS value FROM "GPU_METRICS" m JOIN "TARGET_INFO_GPU_METRICS" i '
-            "ON m.typeId = i.typeId AND m.metricId = i.metricId"
-        )
+        df = db.read(validate.gpu_metrics_sql(db.bounds))
     elif db.has("GENERIC_EVENTS") and db.has_rows("GENERIC_EVENTS"):
         df = _read_generic_gpu_metrics(db)
     else:
         return model.empty_frame(model.GPU_METRICS)
+    df = validate.drop_bad_samples(db, df)
     df = _with_source(df, source).filter(pl.col("time_ns") >= 0)
     return model.conform(df, model.GPU_METRICS)
 
@@ -338,6 +349,7 @@ def _read_generic_gpu_metrics(db: ExportDB) -> pl.DataFrame:
     """The pre-GPU_METRICS form: one JSON object of ``{metric name: "value"}`` per sample."""
     cols = set(db.columns("GENERIC_EVENTS"))
     time_col = "COALESCE(timestamp, rawTimestamp)" if "timestamp" in cols else "rawTimestamp"
+    time_col = validate.checked_time(time_col, db.bounds)
     sources = ""
     if db.has("GENERIC_EVENT_SOURCES"):
         sources = (
@@ -346,8 +358,10 @@ def _read_generic_gpu_metrics(db: ExportDB) -> pl.DataFrame:
             "WHERE s.data LIKE '%GpuMetrics%')"
         )
     raw = db.read(
-        f'SELECT {time_col} AS time_ns, typeId AS type_id, data FROM "GENERIC_EVENTS"{sources}'
+        f"SELECT {time_col} AS time_ns, typeId AS type_id, {validate.JSON_OBJECT_SQL} AS data "
+        f'FROM "GENERIC_EVENTS"{sources}'
     )
+    raw = validate.drop_bad_json(db, raw)
     if raw.is_empty():
         return pl.DataFrame(
             schema={
@@ -363,7 +377,17 @@ def _read_generic_gpu_metrics(db: ExportDB) -> pl.DataFrame:
     for text in raw["data"].head(GENERIC_KEY_SAMPLE_ROWS).to_list():
         keys.update(dict.fromkeys(json.loads(text)))
     struct = pl.Struct({key: pl.String for key in keys})
-    decoded = raw.with_columns(pl.col("data").str.json_decode(dtype=struct)).unnest("data")
+    try:
+        decoded = raw.with_columns(pl.col("data").str.json_decode(dtype=struct)).unnest("data")
+    except pl.exceptions.PolarsError:  # objects of another shape than the first rows'
+        db.notes.append("GENERIC_EVENTS GPU metrics of an unexpected JSON shape: ignored")
+        return (
+            raw.clear()
+            .select("time_ns", "type_id")
+            .with_columns(
+                pl.lit(None, pl.String).alias("metric"), pl.lit(None, pl.Float64).alias("value")
+            )
+        )
     metric_cols = [c for c in decoded.columns if c not in ("time_ns", "type_id")]
     return decoded.unpivot(
         index=["time_ns", "type_id"], on=metric_cols, variable_name="metric", value_name="value"
@@ -482,7 +506,7 @@ def read_session_start(db: ExportDB) -> int | None:
     if not db.has("TARGET_INFO_SESSION_START_TIME"):
         return None
     value = db.scalar('SELECT utcEpochNs FROM "TARGET_INFO_SESSION_START_TIME" LIMIT 1')
-    return int(value) if value is not None else None  # type: ignore[call-overload]
+    return validate.integer_value(value, 0)
 
 
 def read_capture_window(db: ExportDB) -> tuple[int | None, int | None]:
@@ -493,7 +517,4 @@ def read_capture_window(db: ExportDB) -> tuple[int | None, int | None]:
         return None, None
     rows = db.rows('SELECT MIN(startTime), MAX(stopTime) FROM "ANALYSIS_DETAILS"')
     start, stop = rows[0] if rows else (None, None)
-    return (
-        int(start) if start is not None else None,  # type: ignore[call-overload]
-        int(stop) if stop is not None else None,  # type: ignore[call-overload]
-    )
+    return validate.integer_value(start), validate.integer_value(stop)

@@ -3,10 +3,20 @@
 The user's trace is never modified: it is opened through a SQLite URI with
 ``mode=ro`` (SQLAlchemy for introspection and small reads, the ADBC SQLite driver for
 bulk rows, which hands Arrow batches to polars without a Python row loop).
+
+Both connections open the one URI that :func:`sqlite_uri` builds: the file name
+percent-encoded byte by byte (so ``#``, ``?``, ``&`` and ``%`` in a name stay part of
+the name) with ``mode=ro&immutable=1``. Immutable means SQLite takes no locks and
+creates no ``-shm``/``-wal`` file: the process holds two SQLite libraries (the Python
+one behind SQLAlchemy and the ADBC driver's own), and POSIX locks are per process, so
+one library closing the file dropped the other's locks (WAL-mode exports crashed).
+An export with an unfinished write-ahead log or rollback journal beside it is refused:
+reading it as immutable would ignore the log.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +27,16 @@ import sqlalchemy as sa
 
 from nsysan import model
 from nsysan.errors import (
+    DuplicateInputError,
     EmptyTraceError,
     InputNotFoundError,
+    MissingColumnError,
     NotNsysExportError,
     NotSqliteError,
     TruncatedTraceError,
+    UnfinishedWriteError,
 )
+from nsysan.ingest import validate
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ADBC_BATCH_OPTION = "adbc.sqlite.query.batch_rows"
@@ -44,8 +58,48 @@ NSYS_MARKER_TABLES = frozenset(
 
 
 def sqlite_uri(path: Path) -> str:
-    """A read-only SQLite URI for ``path`` (special characters percent-encoded)."""
-    return f"file:{quote(str(path.resolve()))}?mode=ro"
+    """The read-only, lock-free SQLite URI that names ``path`` literally.
+
+    Every byte of the absolute path but ``/`` and the unreserved characters is
+    percent-encoded (from the file system's bytes, so any legal name works).
+    """
+    return f"file:{quote(os.fsencode(path.resolve()), safe='/')}?mode=ro&immutable=1"
+
+
+def _connect_stdlib(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(sqlite_uri(path), uri=True, check_same_thread=False)
+
+
+def _check_no_unfinished_write(path: Path, header: bytes) -> None:
+    # Bytes 18-19 are 2 in WAL mode (SQLite file format, section 1.3.3).
+    sidecars = ["-journal"] + (["-wal"] if 2 in (header[18], header[19]) else [])
+    for suffix in sidecars:
+        side = path.with_name(path.name + suffix)
+        try:
+            size = side.stat().st_size
+        except OSError:
+            continue
+        if size > 0:
+            raise UnfinishedWriteError(
+                f"{path}: {side.name} ({size} bytes) lies beside it: the export is still "
+                "being written or was not closed; wait for it to finish, or fold the log "
+                f"in with: sqlite3 '{path.name}' 'PRAGMA wal_checkpoint(TRUNCATE)'"
+            )
+
+
+def check_distinct_files(paths: list[Path]) -> None:
+    """Refuse the same export given twice (same real path, or same device and inode):
+    its events would be counted twice on one timeline."""
+    seen: dict[tuple[int, int], Path] = {}
+    for path in paths:
+        try:
+            st = path.stat()
+        except (OSError, ValueError):
+            continue  # open_export names the problem
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            raise DuplicateInputError(f"{path}: the same file as {seen[key]} (given twice)")
+        seen[key] = path
 
 
 def check_sqlite_file(path: Path) -> None:
@@ -78,6 +132,7 @@ def check_sqlite_file(path: Path) -> None:
         raise TruncatedTraceError(
             f"{path}: truncated SQLite file ({size} bytes, header says {page_count * page_size})"
         )
+    _check_no_unfinished_write(path, header)
 
 
 def _wrap_db_error(path: Path, exc: Exception) -> Exception:
@@ -97,6 +152,10 @@ class ExportDB:
     path: Path
     engine: sa.Engine
     tables: frozenset[str]
+    #: plausible event times in this file's clock (validate.time_bounds)
+    bounds: validate.TimeBounds = field(default_factory=lambda: validate.time_bounds(None))
+    #: what validation dropped or changed, for the report's notes
+    notes: list[str] = field(default_factory=list)
     _columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def has(self, table: str) -> bool:
@@ -117,6 +176,59 @@ class ExportDB:
         if table not in self.tables:
             return False
         return bool(self.scalar(f'SELECT EXISTS (SELECT 1 FROM "{table}")'))
+
+    def select_sql(self, table: str, wanted: dict[str, str]) -> str:
+        """``SELECT`` the ``wanted`` columns (model name → source name) that exist, checked."""
+        needs_rows = bool(validate.REQUIRED.get(table))
+        try:
+            return validate.select_sql(
+                table,
+                self.columns(table),
+                wanted,
+                self.bounds,
+                has_rows=needs_rows and self.has_rows(table),
+            )
+        except MissingColumnError as exc:
+            raise MissingColumnError(f"{self.path}: {exc.message}") from None
+
+    def read_checked(self, table: str, wanted: dict[str, str]) -> pl.DataFrame | None:
+        """Read ``table``'s ``wanted`` columns; drop rows that fail validation, with notes.
+
+        None when the table is absent or has none of the columns.
+        """
+        if table not in self.tables:
+            return None
+        df = self.read(self.select_sql(table, wanted))
+        if "_empty" in df.columns:
+            return None
+        required = validate.required_model_columns(table, wanted)
+        nulls = validate.null_rows(df, required)
+        df, dropped = validate.drop_null_required(df, required)
+        if dropped:
+            self._explain(table, required, nulls, dropped)
+        # The StringIds pool also holds environment blocks and captured logs, cut silently.
+        truncated = validate.truncated_count(df) if table != "StringIds" else 0
+        if truncated:
+            self.notes.append(
+                f"{truncated} {table} string(s) longer than {validate.TEXT_MAX_BYTES} bytes "
+                "were truncated for display"
+            )
+        return df
+
+    def _explain(
+        self, table: str, required: dict[str, str], nulls: dict[str, int], dropped: int
+    ) -> None:
+        # Damaged files only: one more query per failing column says why.
+        notes: list[str] = []
+        for dst, src in required.items():
+            if not nulls.get(dst):
+                continue
+            sql = validate.explain_sql(table, self._real_column(table, src), dst, self.bounds)
+            notes += validate.explain_note(table, src, dst, self.bounds, self.rows(sql))
+        self.notes.extend(notes or [f"{dropped} {table} row(s) failing validation: ignored"])
+
+    def _real_column(self, table: str, src: str) -> str:
+        return validate.resolve_columns(self.columns(table), {src: src}).get(src, src)
 
     def scalar(self, sql: str) -> object:
         try:
@@ -143,6 +255,7 @@ class ExportDB:
                 df = _read_stdlib(self.path, sql)
             else:
                 raise _wrap_db_error(self.path, exc) from None
+        df = validate.decode_binary_columns(df)
         if schema:
             df = df.cast({k: v for k, v in schema.items() if k in df.columns}, strict=False)
         return df
@@ -178,7 +291,7 @@ def _read_adbc(path: Path, sql: str) -> pl.DataFrame:
 
 def _read_stdlib(path: Path, sql: str) -> pl.DataFrame:
     try:
-        conn = sqlite3.connect(sqlite_uri(path), uri=True)
+        conn = _connect_stdlib(path)
         try:
             cur = conn.execute(sql)
             names = [d[0] for d in cur.description]
@@ -193,7 +306,11 @@ def _read_stdlib(path: Path, sql: str) -> pl.DataFrame:
 def open_export(path: Path) -> ExportDB:
     """Check and open one export read-only; raise a one-line error if it is unusable."""
     check_sqlite_file(path)
-    engine = sa.create_engine(f"sqlite:///{sqlite_uri(path)}&uri=true")
+    # SQLAlchemy's URL would percent-decode the path before SQLite sees it, so the
+    # connection comes from the one URI builder instead.
+    engine = sa.create_engine(
+        "sqlite://", creator=lambda: _connect_stdlib(path), poolclass=sa.pool.QueuePool
+    )
     try:
         names = frozenset(sa.inspect(engine).get_table_names())
     except sa.exc.DBAPIError as exc:
@@ -208,4 +325,15 @@ def open_export(path: Path) -> ExportDB:
             f"{path}: not an Nsight Systems export (none of StringIds, TARGET_INFO_GPU, "
             "CUPTI_* or export metadata tables)"
         )
-    return ExportDB(path=path, engine=engine, tables=names)
+    db = ExportDB(path=path, engine=engine, tables=names)
+    db.bounds = validate.time_bounds(_capture_end(db))
+    return db
+
+
+def _capture_end(db: ExportDB) -> int | None:
+    if not db.has("ANALYSIS_DETAILS") or "stopTime" not in db.columns("ANALYSIS_DETAILS"):
+        return None
+    value = db.scalar(
+        "SELECT MAX(stopTime) FROM \"ANALYSIS_DETAILS\" WHERE typeof(stopTime) = 'integer'"
+    )
+    return validate.integer_value(value)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from nsysan.output import in_flight
 from nsysan.simulate import schema
 from nsysan.simulate.hardware import Gpu, system_env_rows, target_info_gpu_row
 from nsysan.simulate.trace import TraceBuilder
@@ -99,9 +100,10 @@ def _atomic(path: Path, fill: Callable[[Path], None]) -> None:
     os.close(fd)
     tmp = Path(name)
     try:
-        fill(tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        with in_flight(tmp, f"{tmp}-journal"):
+            fill(tmp)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -1,0 +1,184 @@
+"""Opening exports: any file name is taken literally, nothing is created beside the trace,
+WAL-mode exports read through one lock-free path, unfinished writes are refused."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SHARED_TRACES, run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nsysan.ingest.sqlite import open_export, sqlite_uri
+
+SMALL = SHARED_TRACES / "T033-dlprof" / "trace.sqlite"
+
+ODD_NAMES = [
+    "run#3.sqlite",
+    "x.sqlite?mode=rwc&cache=shared",
+    "x.sqlite?mode=ro&y=.sqlite",
+    "a%20b%3F.sqlite",
+    "with space .sqlite",
+    "unicode-日本語-é.sqlite",
+    "-leading-dash.sqlite",
+    "semi;colon'quote\"&amp.sqlite",
+    "trailing-dot.",
+    "file:looks-like-a-uri.sqlite",
+]
+
+
+@pytest.fixture
+def small() -> Path:
+    if not SMALL.exists():
+        pytest.skip("needs the real traces")
+    return SMALL
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def _info(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    code, out, err = run_cli(["info", "--json", "--", str(path)], capsys)
+    assert code == 0, err
+    summary = json.loads(out)
+    for src in summary["sources"]:
+        src.pop("path", None)
+    return summary
+
+
+@pytest.mark.parametrize("name", ODD_NAMES)
+def test_any_file_name_is_read_literally(
+    name: str, small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = _info(small, capsys)
+    trace = tmp_path / name
+    shutil.copyfile(small, trace)
+    # A decoy where a URI-parsing bug would look: the name cut at '#' or '?'.
+    decoy = tmp_path / "x.sqlite"
+    if not decoy.exists():
+        sqlite3.connect(decoy).execute("CREATE TABLE StringIds (id, value)").connection.close()
+    before = _listing(tmp_path)
+    assert _info(trace, capsys) == plain
+    assert _listing(tmp_path) == before  # no 'run', no -shm/-wal/-journal
+
+
+def test_the_uri_percent_encodes_every_special_character(tmp_path: Path) -> None:
+    uri = sqlite_uri(tmp_path / "a#b?c&d=e%f g.sqlite")
+    assert uri.endswith("/a%23b%3Fc%26d%3De%25f%20g.sqlite?mode=ro&immutable=1")
+    assert uri.count("?") == 1 and "#" not in uri
+
+
+_NAME_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00")
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(name=st.text(_NAME_CHARS, min_size=1, max_size=24).filter(lambda n: n not in (".", "..")))
+def test_property_the_uri_opens_exactly_the_named_file(tmp_path: Path, name: str) -> None:
+    folder = tmp_path / hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    try:
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS marker (v)")
+    except (OSError, sqlite3.OperationalError):
+        return  # the file system refused the name (too long in bytes)
+    before = _listing(folder)
+    conn = sqlite3.connect(sqlite_uri(path), uri=True)
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master")]
+    finally:
+        conn.close()
+    assert tables == ["marker"]
+    assert _listing(folder) == before
+
+
+def _wal_copy(src: Path, dst: Path) -> None:
+    shutil.copyfile(src, dst)
+    conn = sqlite3.connect(dst)
+    assert conn.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    conn.close()  # the last close checkpoints and removes -wal and -shm
+    assert _listing(dst.parent) == [dst.name]
+
+
+def test_a_wal_mode_export_reads_without_shm_or_locks(
+    small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wal = tmp_path / "wal.sqlite"
+    _wal_copy(small, wal)
+    digest = hashlib.sha256(wal.read_bytes()).hexdigest()
+    assert _info(wal, capsys) == _info(small, capsys)
+    db = open_export(wal)
+    try:
+        assert db.read("SELECT COUNT(*) AS n FROM StringIds")["n"][0] > 0
+        assert db.scalar("SELECT COUNT(*) FROM StringIds")
+    finally:
+        db.close()
+    assert _listing(tmp_path) == ["wal.sqlite"]
+    assert hashlib.sha256(wal.read_bytes()).hexdigest() == digest
+
+
+@pytest.mark.slow
+def test_reports_on_a_wal_mode_export_in_parallel_processes(small: Path, tmp_path: Path) -> None:
+    # Two SQLite libraries in one process used to crash here (bus error, exit 135).
+    wal = tmp_path / "in" / "wal.sqlite"
+    wal.parent.mkdir()
+    _wal_copy(small, wal)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "nsysan", "analyze", str(wal), "--json"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+        )
+        for _ in range(3)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    assert _listing(wal.parent) == ["wal.sqlite"]
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-journal"])
+def test_an_unfinished_write_is_refused_with_one_line(
+    small: Path, tmp_path: Path, suffix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.sqlite"
+    if suffix == "-wal":
+        _wal_copy(small, trace)
+        writer = sqlite3.connect(trace)
+        writer.execute("CREATE TABLE pending (v)")
+        writer.commit()  # stays in the -wal file while the writer is open
+    else:
+        shutil.copyfile(small, trace)
+        (tmp_path / "t.sqlite-journal").write_bytes(b"\xd9\xd5\x05\xf9\x20\xa1\x63\xd7" * 64)
+    try:
+        for command in (["info"], ["analyze", "--json"], ["report", "-o", str(tmp_path / "r")]):
+            code, out, err = run_cli([*command, str(trace)], capsys)
+            assert code == 1
+            assert err.count("\n") == 1
+            assert f"t.sqlite{suffix} (" in err and "(see docs/errors.md#unfinished-write)" in err
+        assert not (tmp_path / "r").exists()
+    finally:
+        if suffix == "-wal":
+            writer.close()
+
+
+def test_an_empty_wal_file_is_not_an_unfinished_write(
+    small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.sqlite"
+    _wal_copy(small, trace)
+    (tmp_path / "t.sqlite-wal").touch()
+    assert _info(trace, capsys)
+    assert os.path.getsize(tmp_path / "t.sqlite-wal") == 0
