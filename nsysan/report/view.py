@@ -40,10 +40,6 @@ Lang = Literal["en", "zh"]
 TIMELINE_MAX_BINS = 1200
 TIMELINE_MAX_GAPS = 40
 KERNEL_DIFF_ROWS = 8
-PLOTLY_NOTE = {
-    "en": "Charts use plotly.js, embedded once in this file (about 3.5 MB), so the page opens without a network.",
-    "zh": "图表使用 plotly.js，已内嵌于本文件（约 3.5 MB），无需联网即可打开。",
-}
 
 TITLES: dict[str, dict[str, str]] = {
     "gpus": {"en": "Per-GPU summary", "zh": "逐卡概览"},
@@ -937,7 +933,6 @@ def _appendix(analysis: Analysis, lang: Lang) -> AppendixView:
     notes = list(analysis.trace.notes)
     if analysis.dashboard and analysis.dashboard.period_note:
         notes.append(analysis.dashboard.period_note)
-    notes.append(PLOTLY_NOTE[lang])
     missing = list(analysis.trace.capabilities.missing)
     missing += [f"{k}: {v}" for k, v in analysis.unavailable.items() if v not in missing]
     return AppendixView(
