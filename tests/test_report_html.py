@@ -415,7 +415,7 @@ def test_chinese_report_uses_chinese_labels() -> None:
     assert i18n.t("appendix.title", "zh") in soup.by_id("appendix").text
     assert i18n.t("verdict.title", "en") not in soup.by_id("verdict").text
     layout = _plotly_calls(page)[0][2]
-    assert layout["xaxis"]["title"]["text"].startswith("距第一个时间段")
+    assert layout["xaxis"]["title"]["text"].startswith("时间线上的时间")
 
 
 def test_every_catalog_key_is_used() -> None:

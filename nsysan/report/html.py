@@ -34,6 +34,8 @@ _NUMERIC_CELL = re.compile(
     r"^[<>≈~+\-−]?\s?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?\s?"
     r"(%|×|x|ns|µs|us|ms|s|B|KiB|MiB|GiB|TiB|MHz|GHz|W|GB/s)?$"
 )
+# A token this long without a space is an identifier (kernel name, path), not a word.
+_IDENT = re.compile(r"\S{28,}")
 _BLANK_CELLS = frozenset({"", "n/a", "–", "-"})
 _ANCHOR_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 _RESERVED_ANCHORS = frozenset(
@@ -57,6 +59,7 @@ class _TableBlock:
     note: str
     title: str
     numeric: tuple[bool, ...]
+    ident: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,17 @@ def _charts(section: Section, anchor: str, lang: str) -> tuple[_Chart, ...]:
                 tl.note,
             )
         )
+    if section.zoom is not None:
+        z = section.zoom
+        out.append(
+            _Chart(
+                Markup(charts.timeline_chart(z, f"chart-{anchor}-zoom", lang)),
+                "timeline",
+                t("zoom.title", lang),
+                t("timeline.explain", lang, bin=fmt.duration(z.bin_ns)),
+                z.note,
+            )
+        )
     if section.histogram is not None:
         out.append(
             _Chart(
@@ -206,6 +220,7 @@ def _table(table: Table) -> _TableBlock:
         note=table.note,
         title=str(getattr(table, "title", "")),  # a field the view model may gain
         numeric=tuple(_is_numeric(cells) for cells in columns),
+        ident=tuple(any(_IDENT.search(c) for c in cells) for cells in columns),
     )
 
 
