@@ -102,6 +102,7 @@ def false_balance(f: Facts) -> Finding | None:
     dash_name = (
         "GR Active from GPU metrics" if len(shown) == f.gpu_count else "NVML-style utilization"
     )
+    dash_name_zh = "GPU 指标中的 GR Active" if len(shown) == f.gpu_count else "NVML 口径利用率"
     # Only measured host-side causes name the CPU; unattributed time does not.
     host = f.measured_host_share if f.measured_host_share is not None else None
     host_text_en = ""
@@ -126,7 +127,7 @@ def false_balance(f: Facts) -> Finding | None:
         f"{host_text_en}."
     )
     claim_zh = (
-        f"假均衡：监控面板上 {n} 张卡的利用率都显示为 {_range(dash)}（{dash_name}），"
+        f"假均衡：监控面板上 {n} 张卡的利用率都显示为 {_range(dash)}（{dash_name_zh}），"
         f"但每张卡有 {_range(f.gap_share)} 的时间是计算间隙，且各卡间隙{'错开' if f.stagger_verdict == 'staggered' else '互不相关'}"
         f"{host_text_zh}。"
     )
@@ -223,7 +224,7 @@ def aligned_gaps(f: Facts) -> Finding | None:
         },
         recommendation={
             "en": "Find what every rank waits for at the same time (host-side cause section, NVTX ranges): data loading, checkpointing, a barrier; overlap it with compute.",
-            "zh": "找出所有 rank 同时在等待什么（主机侧原因、NVTX 区间）：数据加载、检查点、屏障；使其与计算重叠。",
+            "zh": "找出所有进程同时在等待什么（主机侧原因、NVTX 区间）：数据加载、检查点、屏障；使其与计算重叠。",
         },
         evidence=(
             _pct(
@@ -257,6 +258,10 @@ def compute_skew(f: Facts) -> Finding | None:
         return None
     expert = _expert_diff_share(f) >= EXPERT_DIFF_SHARE
     kernels = ", ".join(f"{n} ({percent(s)})" for n, s in f.top_diff_kernels[:3])
+    kernels_zh = "，".join(
+        f"{'（其他内核）' if n == '(other kernels)' else n}（{percent(s)}）"
+        for n, s in f.top_diff_kernels[:3]
+    )
     most, least = f.most_loaded_gpu, f.least_loaded_gpu
     skew = f.compute_max_over_mean
     if expert:
@@ -266,9 +271,9 @@ def compute_skew(f: Facts) -> Finding | None:
             "MoE 热点专家使单卡过载",
         )
         claim_en = f"GPU {most} computes {ratio(skew)} the mean; expert kernels explain most of its extra time over GPU {least}: {kernels}."
-        claim_zh = f"GPU {most} 的计算时间是平均值的 {ratio(skew)}；它比 GPU {least} 多出的时间主要来自专家内核：{kernels}。"
+        claim_zh = f"GPU {most} 的计算时间是平均值的 {ratio(skew)}；它比 GPU {least} 多出的时间主要来自专家内核：{kernels_zh}。"
         rec_en = "Re-balance experts periodically (expert replication or re-placement by measured heat), add capacity factors / token dropping, or use expert parallelism with load-aware routing."
-        rec_zh = "周期性地按实测热度重新分配专家（复制热点专家或重新放置），设置容量因子/丢弃超额 token，或使用负载感知的路由。"
+        rec_zh = "周期性地按实测热度重新分配专家（复制热点专家或重新放置），设置容量因子/丢弃超额词元，或使用负载感知的路由。"
         section = "4.1"
     else:
         rule, title_en, title_zh = (
@@ -277,7 +282,7 @@ def compute_skew(f: Facts) -> Finding | None:
             "各卡之间工作切分不均",
         )
         claim_en = f"GPU {most} computes {ratio(skew)} the mean (load-balance efficiency {percent(f.compute_efficiency)}); the kernels behind its extra time over GPU {least}: {kernels}."
-        claim_zh = f"GPU {most} 的计算时间是平均值的 {ratio(skew)}（负载均衡效率 {percent(f.compute_efficiency)}）；它比 GPU {least} 多出的时间来自：{kernels}。"
+        claim_zh = f"GPU {most} 的计算时间是平均值的 {ratio(skew)}（负载均衡效率 {percent(f.compute_efficiency)}）；它比 GPU {least} 多出的时间来自：{kernels_zh}。"
         rec_en = "Make the split divisible (heads, layers or shards per GPU), or weight the assignment by measured cost; re-check with a new trace."
         rec_zh = (
             "让切分可整除（每卡的注意力头、层或分片数），或按实测开销加权分配；用新的时间线复核。"
@@ -344,7 +349,7 @@ def pipeline_bubble(f: Facts) -> Finding | None:
         },
         recommendation={
             "en": "Use more micro-batches per iteration, an interleaved (virtual-stage) schedule, or fewer pipeline stages.",
-            "zh": "每次迭代使用更多 micro-batch，采用交错（虚拟 stage）调度，或减少流水线级数。",
+            "zh": "每次迭代使用更多微批次，采用交错（虚拟流水级）调度，或减少流水线级数。",
         },
         evidence=(
             _pct(
@@ -420,6 +425,7 @@ def comm_bound(f: Facts) -> Finding | None:
     if transfer < NCCL_SHARE_HIGH:
         return None
     coll = f" (mostly {f.top_collective})" if f.top_collective else ""
+    coll_zh = f"（主要是 {f.top_collective}）" if f.top_collective else ""
     return Finding(
         rule_id="comm-bound",
         severity="warning",
@@ -433,7 +439,7 @@ def comm_bound(f: Facts) -> Finding | None:
         claim={
             "en": f"NCCL kernels take {percent(f.nccl_share)} of busy GPU time{coll}; "
             f"{percent(transfer)} is communication itself, not waiting for late GPUs.",
-            "zh": f"NCCL 内核占 GPU 忙碌时间的 {percent(f.nccl_share)}{coll}；"
+            "zh": f"NCCL 内核占 GPU 忙碌时间的 {percent(f.nccl_share)}{coll_zh}；"
             f"其中 {percent(transfer)} 是通信本身，而不是等待迟到的卡。",
         },
         recommendation={
@@ -545,8 +551,8 @@ def clock_throttling(f: Facts) -> Finding | None:
             "zh": f"{names}：GPC 时钟{('从 ' + f'{f.clock_reference_mhz:.0f} MHz') if f.clock_reference_mhz else ''}降至{f'{lowest:.0f} MHz' if lowest is not None else '更低'}，最多占忙碌时间的 {percent(max(f.clock_drop_share))}——功耗或温度降频拖慢了这些卡以及等待它们的卡。",
         },
         recommendation={
-            "en": "Check power limits, cooling and neighbouring load (nvidia-smi -q -d PERFORMANCE shows the throttle reasons).",
-            "zh": "检查功耗上限、散热和相邻负载（nvidia-smi -q -d PERFORMANCE 可显示降频原因）。",
+            "en": "Check power limits, cooling and neighbouring load (`nvidia-smi -q -d PERFORMANCE` shows the throttle reasons).",
+            "zh": "检查功耗上限、散热和相邻负载（`nvidia-smi -q -d PERFORMANCE` 可显示降频原因）。",
         },
         evidence=tuple(
             _pct(

@@ -106,6 +106,17 @@ ZH_EXACT: dict[str, str] = {
     "staggered": "错开",
     "not applicable": "不适用",
     "n/a": "无",
+    "(other kernels)": "（其他内核）",
+    # analysis names (the appendix lists "name: why" for each unavailable one)
+    "busy": "忙碌时间",
+    "gaps": "间隙",
+    "stagger": "错开分析",
+    "imbalance": "负载均衡",
+    "nccl": "NCCL 通信",
+    "host": "主机侧归因",
+    "dashboard": "监控面板视图",
+    "contention": "资源争用",
+    "bound": "带宽/计算受限",
 }
 
 _GPU = r"(GPU \d+)"
@@ -149,7 +160,15 @@ ZH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
             r"(\d+) \(process, CUDA device\) pair\(s\) not found in TARGET_INFO_GPU: identified by process and ordinal only",
             "{0} 个（进程，CUDA 设备）对不在 TARGET_INFO_GPU 中：仅按进程与序号识别",
         ),
-        (r"(\w+): (.+)", "{0}：{1}"),
+        (
+            r"not applicable: no iteration boundaries \(no NVTX range repeats at least (\d+) times covering (\d+%) of the GPU time span, and no GPU runs a repeating kernel sequence\)",
+            "不适用：没有迭代边界（没有 NVTX 区间重复至少 {0} 次并覆盖 GPU 时间跨度的 {1}，也没有 GPU 运行重复的内核序列）",
+        ),
+        (
+            r"(GPU \d+): every (\d+) kernels from (\S+) \((.+)\)",
+            "{0}：从 {2} 起每 {1} 个内核为一次迭代（{3}）",
+        ),
+        (r"([^:]+): (.+)", "{0}：{1}"),
     )
 )
 

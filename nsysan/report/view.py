@@ -445,6 +445,9 @@ def _gaps_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts:
     dominant = view_gpu.dominant_table(facts.per_gpu, lang)
     if dominant is not None:
         tables.append(dominant)
+    sizes = view_gpu.kernel_gap_table(facts.per_gpu, lang)
+    if sizes is not None:
+        tables.append(sizes)
     if analysis.nvidia_gaps is not None:
         ng = analysis.nvidia_gaps.summary
         rows = tuple(
@@ -799,7 +802,7 @@ def _balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
                 ),
                 rows=tuple(
                     (
-                        str(r["short_name"] or r["name"]),
+                        translate(str(r["short_name"] or r["name"]), lang),
                         fmt.duration(r["most_ns"]),
                         fmt.duration(r["least_ns"]),
                         fmt.duration(r["diff_ns"]),
@@ -821,15 +824,15 @@ def _balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
                 lang,
                 f"Iterations found from {imb.iteration_source}: {imb.iteration_label}. Bubble share {fmt.percent(imb.bubble_share)} "
                 f"(fill {fmt.percent(imb.fill_share)}, drain {fmt.percent(imb.drain_share)}).",
-                f"迭代边界来自 {imb.iteration_source}：{imb.iteration_label}。气泡占比 {fmt.percent(imb.bubble_share)}（填充 {fmt.percent(imb.fill_share)}，排空 {fmt.percent(imb.drain_share)}）。",
+                f"迭代边界来自 {imb.iteration_source}：{translate(imb.iteration_label or '', lang)}。气泡占比 {fmt.percent(imb.bubble_share)}（填充 {fmt.percent(imb.fill_share)}，排空 {fmt.percent(imb.drain_share)}）。",
             )
         )
     elif imb.bubble_reason:
         paragraphs.append(
             _l(
                 lang,
-                f"Pipeline bubbles: not applicable ({imb.bubble_reason}).",
-                f"流水线气泡：不适用（{imb.bubble_reason}）。",
+                f"Pipeline bubbles: {imb.bubble_reason}.",
+                f"流水线气泡：{translate(imb.bubble_reason, lang)}。",
             )
         )
     drift = imb.drift.sort("gpu", "window")

@@ -92,6 +92,38 @@ def dominant_table(per_gpu: tuple[GpuFacts, ...], lang: Lang) -> Table | None:
     )
 
 
+def kernel_gap_table(per_gpu: tuple[GpuFacts, ...], lang: Lang) -> Table | None:
+    """Kernel count and size, gap size, and the share of gap time in launch-scale gaps."""
+    if not per_gpu:
+        return None
+    return Table(
+        title=_l(lang, "Kernel and gap sizes", "内核与间隙的大小"),
+        columns=(
+            "GPU",
+            _l(lang, "kernels", "内核数"),
+            _l(lang, "median kernel", "内核时长中位数"),
+            _l(lang, "median gap", "间隙中位数"),
+            _l(lang, "gap time in gaps under 100 µs", "小于 100 µs 的间隙所占间隙时间"),
+        ),
+        rows=tuple(
+            (
+                g.label,
+                fmt.count(g.kernel_count),
+                fmt.duration(g.median_kernel_ns),
+                fmt.duration(g.median_gap_ns),
+                fmt.percent(g.small_gap_share),
+            )
+            for g in per_gpu
+        ),
+        note=_l(
+            lang,
+            "Medians over the GPU's kernels and its steady-state gaps. Many small kernels with short gaps between them "
+            "mean launch overhead sets the pace.",
+            "中位数分别按该卡的内核与稳态间隙计算。大量小内核且间隙很短，说明发射开销决定了节奏。",
+        ),
+    )
+
+
 def cause_tables(
     per_gpu: tuple[GpuFacts, ...], facts: Facts, analysis: Analysis, lang: Lang
 ) -> tuple[Table, ...]:
