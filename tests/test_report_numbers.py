@@ -80,3 +80,14 @@ def test_cori_headline_numbers_are_defined_in_sections() -> None:
     if not files:
         pytest.skip(f"real traces not found at {SHARED_TRACES}")
     assert headline_numbers_missing(files) == []
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_no_internal_wording_in_the_report(lang: str) -> None:
+    """The report speaks of the case study and the static split, never of "seed" sections."""
+    analysis = analyze(load_trace([REPO / "fixtures" / "case-study.sqlite"]))
+    page = render_html(build_view(analysis, diagnose(analysis), lang))  # type: ignore[arg-type]
+    text = re.sub(r"<(script|style)\b.*?</\1>|<[^>]+>", " ", page, flags=re.S)
+    assert not re.search(r"(?i)\bseed\b|种子", text)
+    # Durations in prose are in human units, never raw nanosecond counts.
+    assert not re.search(r"\d{7,} ?ns\b", text)
