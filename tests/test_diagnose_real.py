@@ -117,3 +117,12 @@ def test_demo_myths_and_overlapping_shares() -> None:
     myths = {m.myth_id: m.verdict for m in d.myths}
     assert myths["dp-balanced-by-nature"] == "does_not_hold"
     assert myths["topology-irrelevant"] == "cannot_tell"  # no NCCL in the case study
+
+
+def test_t039_recommendation_keeps_api_names() -> None:
+    _, d = _run(_trace("T039-gpu-poisson-solver"))
+    rec = _finding(d, "host-bound-gaps").recommendation["en"]
+    assert rec.startswith(
+        "Remove synchronizing calls (cudaStreamSynchronize, cudaDeviceSynchronize"
+    )
+    assert "NVTX ranges" in rec

@@ -232,6 +232,10 @@ def dominant_gap(f: Facts) -> Finding | None:
     )
 
 
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + "." if text else ""
+
+
 def _idle(f: Facts) -> list[GpuFacts]:
     return [g for g in f.per_gpu if g.gap_share >= IDLE_GPU_SHARE]
 
@@ -287,8 +291,7 @@ def host_bound_gaps(f: Facts) -> Finding | None:
             "zh": f"{where} 在{s_zh}空闲 {gaps}{o_zh}；其中 {measured} 的间隙时间有实测的主机侧原因（{parts_zh}）：GPU 空闲之后下一个内核才被发射。",
         },
         recommendation={
-            "en": "; ".join(CAUSE_ADVICE[c][0] for c in main if c in CAUSE_ADVICE).capitalize()
-            + ".",
+            "en": _sentence("; ".join(CAUSE_ADVICE[c][0] for c in main if c in CAUSE_ADVICE)),
             "zh": "；".join(CAUSE_ADVICE[c][1] for c in main if c in CAUSE_ADVICE) + "。",
         },
         evidence=tuple(evidence),
