@@ -166,7 +166,7 @@ def dominant_gap(f: Facts) -> Finding | None:
             f"稳态（自 {at(max(g.steady_start_ns for g in hit))} 起）的间隙占比为 {steady}。"
         )
     evidence = []
-    for g in hit:
+    for g in _extremes(hit, lambda g: g.longest_share):
         evidence += [
             _ev(
                 "longest_gap",
@@ -202,7 +202,7 @@ def dominant_gap(f: Facts) -> Finding | None:
     return Finding(
         rule_id="dominant-gap",
         severity="critical" if top >= DOMINANT_CRITICAL_SHARE else "warning",
-        seed_section="4.3",
+        seed_section="",
         cause_category="start-up before steady state" if warm else STALL_CATEGORY,
         impact_share=top,
         title={
@@ -232,6 +232,19 @@ def dominant_gap(f: Facts) -> Finding | None:
     )
 
 
+# With more GPUs than this, evidence lists the GPUs at both ends of the range only
+# (the sections' tables list every GPU).
+EVIDENCE_GPUS = 4
+
+
+def _extremes(hit: list[GpuFacts], key) -> list[GpuFacts]:  # type: ignore[no-untyped-def]
+    """``hit``, or only its lowest and highest by ``key`` when it is long."""
+    if len(hit) <= EVIDENCE_GPUS:
+        return hit
+    low, high = min(hit, key=key), max(hit, key=key)
+    return [g for g in hit if g is low or g is high]
+
+
 def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + "." if text else ""
 
@@ -258,7 +271,7 @@ def host_bound_gaps(f: Facts) -> Finding | None:
     o_en, o_zh = _others(f, hit)
     s_en, s_zh = _steady(f, len(hit))
     evidence = []
-    for g in hit:
+    for g in _extremes(hit, lambda g: g.gap_share):
         evidence.append(
             _ev(
                 "gap_share",
@@ -312,7 +325,7 @@ def host_late_unknown(f: Facts) -> Finding | None:
     lack_en = f" ({miss_en})" if miss_en else ""
     lack_zh = f"（{miss_zh}）" if miss_zh else ""
     evidence = []
-    for g in hit:
+    for g in _extremes(hit, lambda g: g.gap_share):
         evidence += [
             _ev(
                 "gap_share",
@@ -380,7 +393,7 @@ def small_kernels(f: Facts) -> Finding | None:
     q_en = f"; {span(queued)} of it with the next kernel already queued" if queued else ""
     q_zh = f"；其中 {span(queued)} 的时间下一个内核已在排队" if queued else ""
     evidence = []
-    for g in hit:
+    for g in _extremes(hit, lambda g: g.gap_share):
         evidence += [
             _ev(
                 "kernel_count",
@@ -451,7 +464,7 @@ def sm_idle_while_busy(f: Facts) -> Finding | None:
     gr = span(g.gr_active_share or 0.0 for g in hit)
     sm = span(g.sm_active_share or 0.0 for g in hit)
     evidence = []
-    for g in hit:
+    for g in _extremes(hit, lambda g: g.sm_active_share or 0.0):
         evidence += [
             _ev(
                 "gr_active",
