@@ -3,31 +3,25 @@
 Pure data work: every number shown is taken from an analysis result and formatted
 by :mod:`nsysan.report.fmt`; nothing is recomputed differently from the JSON output.
 The aggregated timeline is the one piece computed here: the busy union binned into
-at most :data:`TIMELINE_MAX_BINS` equal bins per GPU, so a trace of millions of
+at most ``view_timeline.TIMELINE_MAX_BINS`` equal bins per GPU, so a trace of millions of
 kernels stays a small page.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from datetime import datetime, timezone
 from typing import Any, Literal
 
-import numpy as np
 import polars as pl
 
-from nsysan import __version__
 from nsysan.analysis import Analysis
-from nsysan.analyze.nccl import classify_nccl
 from nsysan.diagnose import Diagnosis
 from nsysan.diagnose.facts import Facts, gather_facts
-from nsysan.ingest.ncu import join_warning
-from nsysan.intervals import union_intervals
 from nsysan.report import fmt, view_gpu
 from nsysan.report.catalog import cause_label, short_cause, translate
-from nsysan.report.glossary import definition_anchor, definition_title, definitions
+from nsysan.report.glossary import definition_anchor, definition_title
+from nsysan.report.view_appendix import appendix, ncu_join_warning
+from nsysan.report.view_timeline import timeline_section
 from nsysan.report.viewmodel import (
-    AppendixView,
     Evidence,
     FindingView,
     HistogramView,
@@ -38,13 +32,10 @@ from nsysan.report.viewmodel import (
     SeriesView,
     StackedSharesView,
     Table,
-    TimelineView,
 )
 
 Lang = Literal["en", "zh"]
 
-TIMELINE_MAX_BINS = 1200
-TIMELINE_MAX_GAPS = 40
 KERNEL_DIFF_ROWS = 8
 
 TITLES: dict[str, dict[str, str]] = {
@@ -136,7 +127,7 @@ def build_view(analysis: Analysis, diagnosis: Diagnosis, lang: Lang = "en") -> R
         sections=sections,
         myths=myths,
         recommendations=recommendations,
-        appendix=_appendix(analysis, lang),
+        appendix=appendix(analysis, lang),
         no_gpu_work=no_work,
     )
 
@@ -173,7 +164,7 @@ def _sections(analysis: Analysis, labels: dict[int, str], lang: Lang) -> tuple[S
     facts = gather_facts(analysis)
     return (
         _gpu_section(analysis, labels, lang, facts),
-        _timeline_section(analysis, labels, lang, facts),
+        timeline_section(analysis, labels, lang, facts),
         _gaps_section(analysis, labels, lang, facts),
         _stagger_section(analysis, labels, lang, facts),
         _host_section(analysis, labels, lang, facts),
@@ -276,144 +267,6 @@ def _device(label: str) -> tuple[str, str]:
     inner = label.split(" (", 1)[1].rstrip(")") if " (" in label else label
     name, _, ident = inner.partition(", ")
     return name, ident
-
-
-def _binned_busy(intervals: pl.DataFrame, gpu: int, edges: np.ndarray) -> np.ndarray:
-    """Busy ns per bin from disjoint sorted intervals, via cumulative coverage."""
-    rows = intervals.filter(pl.col("gpu") == gpu).sort("start_ns")
-    starts = rows["start_ns"].to_numpy().astype(np.int64)
-    ends = rows["end_ns"].to_numpy().astype(np.int64)
-    if starts.size == 0:
-        return np.zeros(edges.size - 1)
-    cum = np.concatenate(([0], np.cumsum(ends - starts)))
-    idx = np.searchsorted(starts, edges, side="right") - 1
-    covered = np.where(
-        idx >= 0,
-        cum[np.clip(idx, 0, None)]
-        + np.clip(
-            np.minimum(edges, ends[np.clip(idx, 0, None)]) - starts[np.clip(idx, 0, None)], 0, None
-        ),
-        0,
-    )
-    return np.diff(covered).astype(float)
-
-
-def _lanes(analysis: Analysis) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Disjoint NCCL-kernel and memory-copy intervals per GPU (their own timeline rows)."""
-    kernels = analysis.trace.kernels.filter(pl.col("gpu").is_not_null())
-    nccl = classify_nccl(kernels.select("gpu", "start_ns", "end_ns", "short_name", "name"))
-    nccl = nccl.filter(pl.col("is_nccl") & (pl.col("end_ns") >= pl.col("start_ns")))
-    copies = analysis.trace.memcpy.filter(
-        pl.col("gpu").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns"))
-    )
-    return (
-        union_intervals(nccl.select("gpu", "start_ns", "end_ns"), by="gpu"),
-        union_intervals(copies.select("gpu", "start_ns", "end_ns"), by="gpu"),
-    )
-
-
-def _timeline_view(
-    analysis: Analysis,
-    labels: dict[int, str],
-    lanes: tuple[pl.DataFrame, pl.DataFrame],
-    start: int,
-    end: int,
-    n_bins: int,
-    note: tuple[str, str],
-    lang: Lang,
-) -> TimelineView:
-    busy = analysis.busy
-    assert busy is not None and analysis.gaps is not None
-    windows = busy.windows.sort("gpu")
-    span = max(end - start, 1)
-    n_bins = int(min(n_bins, max(1, span)))
-    bin_ns = -(-span // n_bins)
-    edges = start + np.arange(n_bins + 1, dtype=np.int64) * bin_ns
-
-    def binned(intervals: pl.DataFrame, row: dict[str, Any]) -> tuple[float | None, ...]:
-        share = _binned_busy(intervals, row["gpu"], edges) / bin_ns
-        inside = (edges[1:] > row["window_start_ns"]) & (edges[:-1] < row["window_end_ns"])
-        return tuple(
-            round(float(v), 3) if ok else None for v, ok in zip(share, inside, strict=True)
-        )
-
-    matrix, nccl, copies = [], [], []
-    for row in windows.iter_rows(named=True):
-        matrix.append(binned(busy.intervals, row))
-        has_nccl = lanes[0].filter(pl.col("gpu") == row["gpu"]).height > 0
-        has_copy = lanes[1].filter(pl.col("gpu") == row["gpu"]).height > 0
-        nccl.append(binned(lanes[0], row) if has_nccl else None)
-        copies.append(binned(lanes[1], row) if has_copy else None)
-    gpu_rows = {g: i for i, g in enumerate(windows["gpu"].to_list())}
-    inside = analysis.gaps.gaps.filter((pl.col("end_ns") > start) & (pl.col("start_ns") < end))
-    longest = inside.sort("duration_ns", descending=True).head(TIMELINE_MAX_GAPS)
-    gaps = tuple(
-        (gpu_rows[g], int(s), int(e))
-        for g, s, e in longest.select("gpu", "start_ns", "end_ns").iter_rows()
-    )
-    n_kernels = analysis.trace.kernels.height
-    text = _l(
-        lang,
-        note[0].format(
-            kernels=fmt.count(n_kernels), bins=n_bins, bin=fmt.duration(bin_ns), gaps=len(gaps)
-        ),
-        note[1].format(
-            kernels=fmt.count(n_kernels), bins=n_bins, bin=fmt.duration(bin_ns), gaps=len(gaps)
-        ),
-    )
-    return TimelineView(
-        gpu_labels=tuple(f"GPU {g}" for g in windows["gpu"].to_list()),
-        bin_start_ns=tuple(int(v) for v in edges[:-1]),
-        bin_ns=int(bin_ns),
-        busy_share=tuple(matrix),
-        gaps=gaps,
-        note=text,
-        nccl_share=tuple(nccl) if any(r is not None for r in nccl) else (),
-        copy_share=tuple(copies) if any(r is not None for r in copies) else (),
-    )
-
-
-def _timeline_section(
-    analysis: Analysis, labels: dict[int, str], lang: Lang, facts: Facts
-) -> Section:
-    busy = analysis.busy
-    assert busy is not None
-    windows = busy.windows
-    start = int(windows["window_start_ns"].min())  # type: ignore[arg-type]
-    end = int(windows["window_end_ns"].max())  # type: ignore[arg-type]
-    lanes = _lanes(analysis)
-    timeline = _timeline_view(
-        analysis,
-        labels,
-        lanes,
-        start,
-        end,
-        TIMELINE_MAX_BINS,
-        (
-            "{kernels} kernels aggregated into {bins} bins of {bin}; colour = share of the bin the GPU was busy; "
-            "the {gaps} longest gaps are marked.",
-            "{kernels} 个内核被聚合为 {bins} 个时间格，每格 {bin}；颜色表示该格内 GPU 忙碌的比例；标出了最长的 {gaps} 个间隙。",
-        ),
-        lang,
-    )
-    zoom = None
-    span = view_gpu.zoom_span(facts.per_gpu)
-    if span is not None:
-        zoom = _timeline_view(
-            analysis,
-            labels,
-            lanes,
-            span[0],
-            span[1],
-            view_gpu.ZOOM_BINS,
-            (
-                "Zoomed into {bin} bins over a stretch of steady state mid-run, so that the gaps of each GPU and how "
-                "they line up (or do not) across GPUs are visible; the {gaps} longest gaps in it are marked.",
-                "放大到稳态中段的一小段时间，每格 {bin}，以便看清各卡的间隙以及它们在卡间是否对齐；标出了其中最长的 {gaps} 个间隙。",
-            ),
-            lang,
-        )
-    return Section(key="timeline", title=TITLES["timeline"][lang], timeline=timeline, zoom=zoom)
 
 
 def _gaps_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: Facts) -> Section:
@@ -1074,82 +927,3 @@ def _value_range(rows: pl.DataFrame, key: str, lang: Lang) -> str:
         f": {low:,.0f}–{high:,.0f} MHz over the capture",
         f"：采集期间 {low:,.0f}–{high:,.0f} MHz",
     )
-
-
-def _flatten(prefix: str, value: Any) -> list[tuple[str, str]]:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out: list[tuple[str, str]] = []
-        for f in dataclasses.fields(value):
-            out += _flatten(f"{prefix}{f.name}.", getattr(value, f.name))
-        return out
-    return [(prefix.rstrip("."), "—" if value is None else str(value))]
-
-
-def _appendix(analysis: Analysis, lang: Lang) -> AppendixView:
-    src = analysis.trace.sources
-    inputs = Table(
-        columns=(
-            _l(lang, "file", "文件"),
-            _l(lang, "export version", "导出版本"),
-            _l(lang, "host", "主机"),
-            _l(lang, "UTC session start", "UTC 会话起点"),
-            _l(lang, "offset applied", "时间偏移"),
-        ),
-        rows=tuple(
-            (
-                str(r["path"]),
-                f"{r['export_version']}"
-                + (
-                    _l(lang, f" (schema {r['schema_version']})", f"（模式 {r['schema_version']}）")
-                    if r["schema_version"]
-                    else ""
-                ),
-                str(r["host"] or "—"),
-                _utc(r["utc_start_ns"]),
-                fmt.duration(r["offset_ns"]),
-            )
-            for r in src.iter_rows(named=True)
-        ),
-    )
-    settings_rows = _flatten("", analysis.settings)
-    if analysis.ncu_path:
-        settings_rows.append(("ncu_csv", str(analysis.ncu_path)))
-    notes = [translate(n, lang) for n in analysis.trace.notes]
-    warning = ncu_join_warning(analysis)
-    if warning:
-        notes.insert(0, warning[1] if lang == "zh" else warning[0])
-    missing = list(analysis.trace.capabilities.missing)
-    missing += [f"{k}: {v}" for k, v in analysis.unavailable.items() if v not in missing]
-    missing = [translate(m, lang) for m in missing]
-    return AppendixView(
-        tool_version=f"nsysan {__version__}",
-        inputs=inputs,
-        settings=Table(
-            columns=(_l(lang, "setting", "设置"), _l(lang, "value", "值")),
-            rows=tuple(settings_rows),
-        ),
-        missing=tuple(dict.fromkeys(missing)),
-        notes=tuple(notes),
-        definitions=definitions(lang),
-    )
-
-
-def _utc(ns: int | None) -> str:
-    """A UTC session start as an ISO time (nanoseconds since the epoch kept exact)."""
-    if ns is None:
-        return "—"
-    when = datetime.fromtimestamp(ns // 1_000_000_000, tz=timezone.utc)
-    return f"{when:%Y-%m-%d %H:%M:%S}.{ns % 1_000_000_000:09d} UTC"
-
-
-def ncu_join_warning(analysis: Analysis) -> tuple[str, str] | None:
-    """(en, zh) when a Nsight Compute CSV joins less than half of the kernel time."""
-    if analysis.bound is None:
-        return None
-    per = analysis.bound.per_gpu
-    total = float(per["kernel_time_ns"].sum() or 0)
-    if total <= 0 or "unjoined_ns" not in per.columns:
-        return None
-    joined = 1.0 - float(per["unjoined_ns"].sum()) / total
-    text = join_warning(joined, str(analysis.ncu_path or "the Nsight Compute CSV"))
-    return text
