@@ -126,3 +126,13 @@ def test_t039_recommendation_keeps_api_names() -> None:
         "Remove synchronizing calls (cudaStreamSynchronize, cudaDeviceSynchronize"
     )
     assert "NVTX ranges" in rec
+
+
+def test_t111_gpus_wait_for_their_copies_not_no_imbalance() -> None:
+    _, d = _run(_trace("T111-cuda-multigpu-steams"))
+    assert d.headline.rule_id == "gpu-side-gaps"
+    f = _finding(d, "gpu-side-gaps")
+    assert f.claim["en"].startswith("GPU 0–3 are idle 55.7%–56.3% of their window")
+    assert "wait for their data transfers" in f.claim["en"]
+    assert _evidence(f, "copy_gap_share", "GPU 0") > 0.9
+    assert "cudaMemcpyAsync" in f.recommendation["en"]

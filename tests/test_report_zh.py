@@ -36,7 +36,7 @@ ALLOWED = frozenset(
     MHz GHz KiB MiB GiB TiB ms µs ns s B UTC Nsight Systems Compute SOL Graph API OS I/O poll sleep
     nvidia-smi nsys ncu profile delay capture-range cudaProfilerApi sample cpu cpuctxsw process-tree
     gpu-metrics-devices all trace cuda nvtx osrt plotly js cartesian bundle heatmap bar scatter
-    cudaStreamSynchronize cudaDeviceSynchronize Rust C warp DP TP PP MoE KV cache batch
+    cudaStreamSynchronize cudaDeviceSynchronize cudaMemcpyAsync Rust C warp DP TP PP MoE KV cache batch
     tokenizer gpu_gaps analyze unjoined AllReduce AllGather ReduceScatter Broadcast Reduce SendRecv
     Send Recv kernels csv Python CUDA_VISIBLE_DEVICES TARGET_INFO_GPU memcpy memset GPC JSON pts
     """.split()
@@ -112,7 +112,13 @@ def test_every_scenario_renders_fully_in_chinese(name: str) -> None:
     _check([FIXTURES / f"{name}.sqlite"], FIXTURES / f"{name}.ncu.csv")
 
 
-NAMED = ["T028-nsight-systems-deep-dive", "T039-gpu-poisson-solver", "T010-alpa"]
+NAMED = [
+    "T028-nsight-systems-deep-dive",
+    "T039-gpu-poisson-solver",
+    "T010-alpa",
+    "T111-cuda-multigpu-steams",
+    "T109-abacus",
+]
 
 
 @pytest.mark.shared

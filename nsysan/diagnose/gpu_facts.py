@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from nsysan.analysis import Analysis
@@ -47,6 +48,7 @@ class GpuFacts:
     causes: dict[str, float] = field(default_factory=dict)
     gr_active_share: float | None = None
     sm_active_share: float | None = None
+    copy_gap_share: float | None = None  # steady gap time with a memory copy running
 
     @property
     def measured_host_share(self) -> float | None:
@@ -71,6 +73,32 @@ class NcclOutlier:
     median_ns: int
     count: int
     over_median: float
+
+
+def _covered(gaps: pl.DataFrame, busy: pl.DataFrame) -> int:
+    """Time of ``gaps`` (disjoint) covered by the union of ``busy`` intervals."""
+    if gaps.is_empty() or busy.is_empty():
+        return 0
+    union = busy.sort("start_ns")
+    starts = union["start_ns"].to_numpy().astype(np.int64)
+    ends = np.maximum.accumulate(union["end_ns"].to_numpy().astype(np.int64))
+    # Merge overlaps so the running total counts every instant once.
+    keep = np.concatenate(([True], starts[1:] > ends[:-1]))
+    group = np.cumsum(keep) - 1
+    m_start = starts[keep]
+    m_end = np.zeros(m_start.size, dtype=np.int64)
+    np.maximum.at(m_end, group, ends)
+    cum = np.concatenate(([0], np.cumsum(m_end - m_start)))
+
+    def upto(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(m_start, t, side="right") - 1
+        j = np.clip(i, 0, None)
+        inside = np.clip(np.minimum(t, m_end[j]) - m_start[j], 0, None)
+        return np.where(i >= 0, cum[j] + inside, 0)
+
+    g_start = gaps["start_ns"].to_numpy().astype(np.int64)
+    g_end = gaps["end_ns"].to_numpy().astype(np.int64)
+    return int(np.sum(upto(g_end) - upto(g_start)))
 
 
 def _cause_shares(host_gaps: pl.DataFrame, gpu: int, steady_start: int) -> dict[str, float]:
@@ -98,6 +126,9 @@ def gather_gpu_facts(analysis: Analysis) -> tuple[GpuFacts, ...]:
     )
     kernel_stats = {int(g): (int(n), m) for g, n, m in kernels.iter_rows()}
     gaps = analysis.gaps.gaps
+    copies = analysis.trace.memcpy.filter(
+        pl.col("gpu").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns"))
+    ).select("gpu", "start_ns", "end_ns")
     out = []
     for r in dom.iter_rows(named=True):
         g = int(r["gpu"])
@@ -135,6 +166,9 @@ def gather_gpu_facts(analysis: Analysis) -> tuple[GpuFacts, ...]:
                 else {},
                 gr_active_share=gr,
                 sm_active_share=sm,
+                copy_gap_share=_covered(mine, copies.filter(pl.col("gpu") == g)) / steady_gap
+                if steady_gap > 0
+                else None,
             )
         )
     return tuple(out)

@@ -32,6 +32,8 @@ SMALL_KERNEL_NS = 10_000  # median kernel below this is launch-scale work
 SMALL_GAP_TIME_SHARE = 0.50  # share of gap time in launch-scale gaps (< 100 µs)
 SM_IDLE_GR_ACTIVE = 0.50  # GR Active at least this ...
 SM_IDLE_SM_ACTIVE = 0.10  # ... while SM Active is below this
+GPU_WAIT_SHARE = 0.50  # gap time with the next kernel already queued (gpu-side-gaps)
+COPY_GAP_SHARE = 0.50  # ... of which a memory copy runs during this share: waiting on copies
 NCCL_OUTLIER_OVER_MEDIAN = 20.0  # an NCCL kernel this many times its collective's median
 NCCL_OUTLIER_MIN_NS = 1_000_000  # ... and at least this long
 
@@ -151,7 +153,7 @@ def dominant_gap(f: Facts) -> Finding | None:
         return None
     warm = all(g.warmup for g in hit)
     where = gpu_list(g.gpu for g in hit)
-    each = "each " if len(hit) > 1 else ""
+    each = "each sit" if len(hit) > 1 else "sits"
     length = span((g.longest_ns for g in hit), duration)
     share = span(g.longest_share for g in hit)
     start = min(g.longest_start_ns or 0 for g in hit)
@@ -210,7 +212,7 @@ def dominant_gap(f: Facts) -> Finding | None:
             "zh": "单个间隙主导了本次采集" + ("：启动阶段" if warm else ""),
         },
         claim={
-            "en": f"One gap dominates: {where} {each}sit idle {length} in a single gap ({share} of the window), "
+            "en": f"One gap dominates: {where} {each} idle {length} in a single gap ({share} of the window), "
             f"from {at(start)} to {at(end)} on the trace timeline — {what_en}.{steady_en}",
             "zh": f"单个间隙占主导：{where} 在一个间隙中空闲 {length}（占时间窗的 {share}），"
             f"位于时间线上 {at(start)} 至 {at(end)}，{what_zh}。{steady_zh}",
@@ -448,6 +450,85 @@ def small_kernels(f: Facts) -> Finding | None:
     )
 
 
+def gpu_side_gaps(f: Facts) -> Finding | None:
+    """GPUs idle with the next kernel already queued: device-side waits (copies, dependencies)."""
+    hit = [
+        g
+        for g in _idle(f)
+        if g.causes.get("gpu_wait", 0.0) >= GPU_WAIT_SHARE
+        and not (
+            g.median_kernel_ns is not None
+            and g.median_kernel_ns < SMALL_KERNEL_NS
+            and (g.small_gap_share or 0.0) >= SMALL_GAP_TIME_SHARE
+        )
+    ]
+    if not hit:
+        return None
+    where = gpu_list(g.gpu for g in hit)
+    gaps = span(g.gap_share for g in hit)
+    queued = span(g.causes.get("gpu_wait", 0.0) for g in hit)
+    copies = [g.copy_gap_share or 0.0 for g in hit]
+    by_copies = min(copies) >= COPY_GAP_SHARE
+    o_en, o_zh = _others(f, hit)
+    s_en, s_zh = _steady(f, len(hit))
+    if by_copies:
+        why_en = f"memory copies run during {span(copies)} of that gap time: the kernels wait for their data transfers, which do not overlap compute"
+        why_zh = f"其中 {span(copies)} 的间隙时间有内存拷贝在进行：内核在等待数据传输，而传输没有与计算重叠"
+        rec = (
+            "Overlap transfers with compute: pinned host memory, cudaMemcpyAsync on a separate stream, double buffering; or keep the data on the GPU between kernels.",
+            "让传输与计算重叠：使用锁页内存、在独立的流上用 cudaMemcpyAsync、双缓冲；或在内核之间把数据保留在 GPU 上。",
+        )
+    else:
+        why_en = f"memory copies run during only {span(copies)} of it: the GPU waited on device-side dependencies (events, other streams, copies of another GPU)"
+        why_zh = f"其中只有 {span(copies)} 的时间有内存拷贝：GPU 在等待设备侧的依赖（事件、其他流、其他卡的拷贝）"
+        rec = (
+            "Open the trace at the longest gaps and follow the dependency the next kernel waits on (event waits, cross-stream or cross-GPU synchronization); reorder the streams so that independent work fills the wait.",
+            "在最长的间隙处打开追踪，找出下一个内核等待的依赖（事件等待、跨流或跨卡同步）；重新安排各流，让独立的工作填补等待。",
+        )
+    evidence = []
+    for g in _extremes(hit, lambda g: g.gap_share):
+        evidence += [
+            _ev(
+                "gap_share",
+                f"gap share, {g.label}",
+                g.gap_share,
+                percent(g.gap_share),
+                "docs/metrics/gaps.md",
+            ),
+            _ev(
+                "gpu_wait_share",
+                f"GPU-side wait, share of gap time, {g.label}",
+                g.causes.get("gpu_wait", 0.0),
+                percent(g.causes.get("gpu_wait", 0.0)),
+                "docs/metrics/host.md",
+            ),
+            _ev(
+                "copy_gap_share",
+                f"gap time with a memory copy running, {g.label}",
+                g.copy_gap_share,
+                percent(g.copy_gap_share),
+                "docs/metrics/gaps.md",
+            ),
+        ]
+    return Finding(
+        rule_id="gpu-side-gaps",
+        severity="warning",
+        seed_section="4.4",
+        cause_category="waits for data transfers" if by_copies else "device-side dependencies",
+        impact_share=max(g.gap_share for g in hit),
+        title={
+            "en": "GPUs idle with work already queued",
+            "zh": "工作已排队，GPU 却在空闲",
+        },
+        claim={
+            "en": f"{where} {'is' if len(hit) == 1 else 'are'} idle {gaps}{s_en}{o_en}, with the next kernel already queued for {queued} of that gap time; {why_en}.",
+            "zh": f"{where} 在{s_zh}空闲 {gaps}{o_zh}，其中 {queued} 的间隙时间下一个内核已在排队；{why_zh}。",
+        },
+        recommendation={"en": rec[0], "zh": rec[1]},
+        evidence=tuple(evidence),
+    )
+
+
 def sm_idle_while_busy(f: Facts) -> Finding | None:
     """GR Active (what a dashboard shows) high while the SMs are nearly idle."""
     hit = [
@@ -580,6 +661,7 @@ def nccl_outlier(f: Facts) -> Finding | None:
 
 
 GPU_RULES = (
+    gpu_side_gaps,
     dominant_gap,
     host_bound_gaps,
     host_late_unknown,
@@ -588,6 +670,7 @@ GPU_RULES = (
     nccl_outlier,
 )
 GPU_RULE_IDS = (
+    "gpu-side-gaps",
     "dominant-gap",
     "host-late-unknown",
     "small-kernels",

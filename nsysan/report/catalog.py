@@ -79,6 +79,8 @@ ZH_EXACT: dict[str, str] = {
     "launch overhead of small kernels": "小内核的发射开销",
     "utilization overstates work": "利用率高估了实际工作",
     "one slow collective": "一次缓慢的集合通信",
+    "waits for data transfers": "等待数据传输",
+    "device-side dependencies": "设备侧依赖",
     # evidence labels without a GPU
     "stagger score (−1 aligned … +1 staggered)": "错开分数（−1 对齐 … +1 错开）",
     "co-idle time, observed / if independent": "同时空闲时间，实测 / 独立时期望",
@@ -136,6 +138,8 @@ ZH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (rf"median kernel duration, {_GPU}", "内核时长中位数，{0}"),
         (rf"median gap, {_GPU}", "间隙中位数，{0}"),
         (rf"unattributed share of gap time, {_GPU}", "未归因占间隙时间，{0}"),
+        (rf"GPU-side wait, share of gap time, {_GPU}", "GPU 侧等待占间隙时间，{0}"),
+        (rf"gap time with a memory copy running, {_GPU}", "有内存拷贝在进行的间隙时间，{0}"),
         (rf"(.+), share of gap time, {_GPU}", "{0}占间隙时间，{1}"),
         (rf"fill share, {_GPU}", "填充占比，{0}"),
         (rf"busy-share trend over the capture, {_GPU}", "采集期间忙碌占比趋势，{0}"),

@@ -104,6 +104,7 @@ def kernel_gap_table(per_gpu: tuple[GpuFacts, ...], lang: Lang) -> Table | None:
             _l(lang, "median kernel", "内核时长中位数"),
             _l(lang, "median gap", "间隙中位数"),
             _l(lang, "gap time in gaps under 100 µs", "小于 100 µs 的间隙所占间隙时间"),
+            _l(lang, "gap time with a memory copy running", "有内存拷贝在进行的间隙时间"),
         ),
         rows=tuple(
             (
@@ -112,6 +113,7 @@ def kernel_gap_table(per_gpu: tuple[GpuFacts, ...], lang: Lang) -> Table | None:
                 fmt.duration(g.median_kernel_ns),
                 fmt.duration(g.median_gap_ns),
                 fmt.percent(g.small_gap_share),
+                fmt.percent(g.copy_gap_share),
             )
             for g in per_gpu
         ),
