@@ -26,6 +26,7 @@ from nsysan.analyze.bound import BoundResult, classify_kernels, measure_bound
 from nsysan.analyze.busy import BusyResult, measure_busy
 from nsysan.analyze.contention import ContentionResult, measure_contention
 from nsysan.analyze.dashboard import DashboardResult, measure_dashboard
+from nsysan.analyze.dominant import DominantResult, measure_dominant
 from nsysan.analyze.gaps import GapsResult, measure_gaps
 from nsysan.analyze.host import HostResult, attribute_gaps
 from nsysan.analyze.nccl import NcclResult, measure_nccl
@@ -57,11 +58,15 @@ class Analysis:
     nvidia_gaps: GapsResult | None = None
     ncu_path: Path | None = None
     unavailable: dict[str, str] = field(default_factory=dict)
+    # The dominant gap, start-up and steady state; stagger over steady state when a
+    # start-up was detected (see _steady_state).
+    dominant: DominantResult | None = None
+    steady_stagger: StaggerResult | None = None
 
     @property
     def results(self) -> dict[str, object]:
         """The analysis results by name (``None`` for unavailable ones)."""
-        skip = {"trace", "settings", "unavailable", "ncu_path"}
+        skip = {"trace", "settings", "unavailable", "ncu_path", "dominant", "steady_stagger"}
         return {
             f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip
         }
@@ -162,9 +167,12 @@ def analyze(
         unavailable["bound"] = (
             "no Nsight Compute data: give --ncu kernels.csv for the memory- vs compute-bound view"
         )
+    dominant, steady_stagger = _steady_state(gaps, windows, settings)
     return Analysis(
         trace=trace,
         settings=settings,
+        dominant=dominant,
+        steady_stagger=steady_stagger,
         busy=busy,
         gaps=gaps,
         stagger=stagger,
@@ -179,3 +187,26 @@ def analyze(
         ncu_path=ncu_path,
         unavailable=unavailable,
     )
+
+
+def _steady_state(
+    gaps: GapsResult, windows: pl.DataFrame, settings: Settings
+) -> tuple[DominantResult, StaggerResult | None]:
+    """The dominant gap per GPU; when a start-up was found, stagger over steady state.
+
+    Start-up detection is off when the user chose where the windows start
+    (``--start``, ``--skip-warmup``, an NVTX range).
+    """
+    w = settings.window
+    detect = w.skip_warmup_ns == 0 and w.start_ns is None and w.kind in ("per_gpu", "common")
+    dominant = measure_dominant(gaps.gaps, gaps.summary, windows, detect=detect)
+    if not dominant.any_warmup or windows.height < 2:
+        return dominant, None
+    steady = windows.join(
+        dominant.per_gpu.select(pl.col("gpu").cast(windows["gpu"].dtype), "steady_start_ns"),
+        on="gpu",
+    ).select("gpu", pl.col("steady_start_ns").alias("window_start_ns"), "window_end_ns")
+    clipped = gaps.gaps.join(steady.select("gpu", "window_start_ns"), on="gpu").filter(
+        pl.col("start_ns") >= pl.col("window_start_ns")
+    )
+    return dominant, measure_stagger(clipped.select("gpu", "start_ns", "end_ns"), steady)

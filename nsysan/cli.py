@@ -191,7 +191,14 @@ def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) 
     from nsysan.ingest.ncu import read_ncu_csv
 
     ncu = read_ncu_csv(ncu_csv) if ncu_csv else None
-    return analyze(load_trace(list(traces)), settings, ncu=ncu, ncu_path=ncu_csv)
+    analysis = analyze(load_trace(list(traces)), settings, ncu=ncu, ncu_path=ncu_csv)
+    # A CSV of another program joins little of the trace: say so (the report does too).
+    from nsysan.report.view import ncu_join_warning
+
+    warning = ncu_join_warning(analysis)
+    if warning:
+        click.echo(f"nsysan: {warning[0]}", err=True)
+    return analysis
 
 
 @cli.command()

@@ -10,7 +10,7 @@ from conftest import REPO
 
 from nsysan import errors
 from nsysan.cli import cli
-from nsysan.diagnose import myths, rules
+from nsysan.diagnose import gpu_rules, myths, rules
 
 DOCS = REPO / "docs"
 
@@ -50,9 +50,15 @@ def test_every_rule_id_and_threshold_is_documented() -> None:
     text = (DOCS / "findings.md").read_text(encoding="utf-8")
     for rule_id in rules.RULE_IDS:
         assert f"### {rule_id}" in text, rule_id
-    for module in (rules, myths):
+    for module in (rules, gpu_rules, myths):
         for name in dir(module):
-            if re.fullmatch(r"[A-Z][A-Z_]+", name) and name not in {"RULES", "RULE_IDS", "MYTHS"}:
+            if re.fullmatch(r"[A-Z][A-Z_]+", name) and name not in {
+                "RULES",
+                "RULE_IDS",
+                "MYTHS",
+                "GPU_RULES",
+                "GPU_RULE_IDS",
+            }:
                 assert f"`{name}`" in text, f"{module.__name__}.{name} is not in docs/findings.md"
     for check in myths.MYTHS:
         myth_id = check(rules.Facts(gpu_count=0), ()).myth_id  # type: ignore[attr-defined]

@@ -167,3 +167,56 @@ def test_demo_report_renders(browser: Any, tmp_path: Path) -> None:
             assert opened.page.locator("#verdict .headline").is_visible()
         finally:
             opened.close()
+
+
+# Every word of a table cell fits in the cell (identifier cells, which may wrap
+# anywhere, and the settings/inputs tables of typed values are left out), and which
+# tables scroll inside their own box.
+_TABLE_LAYOUT = """
+() => {
+  const narrow = [];
+  const probe = document.createElement('span');
+  probe.style.cssText = 'position:absolute;visibility:hidden;white-space:nowrap';
+  document.body.appendChild(probe);
+  for (const cell of document.querySelectorAll('table.data th, table.data td')) {
+    if (cell.classList.contains('ident') || cell.closest('table.settings, table.inputs')) continue;
+    if (cell.closest('table.evidence') && cell.matches('tbody th, td.source')) continue;
+    const cs = getComputedStyle(cell);
+    for (const k of ['fontFamily', 'fontSize', 'fontWeight', 'fontStyle', 'letterSpacing', 'textTransform'])
+      probe.style[k] = cs[k];
+    const inner = cell.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+    for (const word of cell.textContent.trim().split(/\\s+/)) {
+      probe.textContent = word;
+      if (word && probe.getBoundingClientRect().width > inner + 1) narrow.push(word);
+    }
+  }
+  probe.remove();
+  const scrolling = [...document.querySelectorAll('.table-wrap')]
+    .filter(w => w.scrollWidth > w.clientWidth + 1 && !w.querySelector('table.settings, table.inputs'))
+    .map(w => (w.closest('section') || {}).id);
+  return {narrow, scrolling, page: document.documentElement.scrollWidth, view: window.innerWidth};
+}
+"""
+
+
+@pytest.mark.parametrize("width", [1024, 1400, 1920])
+def test_tables_are_readable_at_common_widths(browser: Any, tmp_path: Path, width: int) -> None:
+    """The demo report: no cell narrower than its longest word, no sideways scrolling."""
+    from click.testing import CliRunner
+
+    from nsysan.cli import cli
+
+    result = CliRunner().invoke(cli, ["demo", "--output", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    pages = [*sorted(tmp_path.rglob("*.html")), write_html(sample_view(), tmp_path / "s.html")]
+    for report in pages:
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        try:
+            page = context.new_page()
+            page.goto(report.as_uri(), wait_until="load")
+            layout = page.evaluate(_TABLE_LAYOUT)
+            assert layout["narrow"] == [], (report.name, width, layout["narrow"][:10])
+            assert layout["page"] <= layout["view"], (report.name, width)
+            assert "gpus" not in layout["scrolling"], (report.name, width, layout["scrolling"])
+        finally:
+            context.close()

@@ -188,6 +188,47 @@ def classify_nccl(kernels: pl.DataFrame) -> pl.DataFrame:
     ).drop("_label")
 
 
+def nccl_outliers(kernels: pl.DataFrame, top: int = 5) -> pl.DataFrame:
+    """The longest NCCL kernels against their collective's median on the same GPU.
+
+    One row per kernel, longest first (at most ``top``): ``gpu``, ``collective``,
+    ``start_ns``, ``end_ns``, ``duration_ns``, ``median_ns`` (median duration of that
+    collective's kernels on that GPU), ``count`` (those kernels), ``over_median``
+    (duration / median; null when the median is 0). An empty frame without NCCL kernels.
+    """
+    nccl = (
+        classify_nccl(kernels.select("gpu", "start_ns", "end_ns", "short_name", "name"))
+        .filter(
+            pl.col("is_nccl")
+            & pl.col("gpu").is_not_null()
+            & (pl.col("end_ns") >= pl.col("start_ns"))
+        )
+        .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"))
+    )
+    stats = nccl.group_by("gpu", "collective").agg(
+        pl.col("duration_ns").median().cast(pl.Int64).alias("median_ns"),
+        pl.len().cast(pl.Int64).alias("count"),
+    )
+    return (
+        nccl.sort("duration_ns", descending=True)
+        .head(top)
+        .join(stats, on=["gpu", "collective"], how="left")
+        .select(
+            "gpu",
+            "collective",
+            "start_ns",
+            "end_ns",
+            "duration_ns",
+            "median_ns",
+            "count",
+            pl.when(pl.col("median_ns") > 0)
+            .then(pl.col("duration_ns") / pl.col("median_ns"))
+            .otherwise(None)
+            .alias("over_median"),
+        )
+    )
+
+
 def _share(num: str, den: str) -> pl.Expr:
     return (
         pl.when(pl.col(den) > 0)

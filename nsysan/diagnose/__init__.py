@@ -9,6 +9,7 @@ from __future__ import annotations
 from nsysan.analysis import Analysis
 from nsysan.diagnose.facts import Facts, gather_facts
 from nsysan.diagnose.findings import SEVERITY_RANK, Diagnosis, Finding, Headline
+from nsysan.diagnose.gpu_rules import STALL_CATEGORY
 from nsysan.diagnose.myths import check_myths
 from nsysan.diagnose.rules import RULES
 from nsysan.report.fmt import percent
@@ -20,38 +21,43 @@ __all__ = ["Diagnosis", "Finding", "diagnose", "diagnose_facts"]
 # follow a pipeline's fill/drain staircase are bubbles, not false balance; a compute
 # skew whose leader moves over time is load drift, not a static split.
 _SUBSUMED_BY = {
-    "host-bound-gaps": ("false-balance",),
+    "host-bound-gaps": ("false-balance", "pipeline-bubble"),
+    "host-late-unknown": ("false-balance", "pipeline-bubble"),
     "false-balance": ("pipeline-bubble",),
     "static-split-skew": ("dp-long-tail",),
+    # Tiny kernels explain both the gaps and the idle SMs behind a busy-looking GPU.
+    "sm-idle-while-busy": ("small-kernels",),
 }
+
+
+def _stall_explained(finding: Finding, ids: set[str]) -> bool:
+    """A long stall mid-run (not a start-up) that load drift or a pipeline explains."""
+    return (
+        finding.rule_id == "dominant-gap"
+        and finding.cause_category == STALL_CATEGORY
+        and bool(ids & {"dp-long-tail", "pipeline-bubble"})
+    )
 
 
 def diagnose_facts(facts: Facts) -> tuple[Finding, ...]:
     """All findings the rules support, most important first."""
     found = [f for f in (rule(facts) for rule in RULES) if f is not None]
     ids = {f.rule_id for f in found}
-    found = [f for f in found if not ids & set(_SUBSUMED_BY.get(f.rule_id, ()))]
+    found = [
+        f
+        for f in found
+        if not ids & set(_SUBSUMED_BY.get(f.rule_id, ())) and not _stall_explained(f, ids)
+    ]
     return tuple(
         sorted(found, key=lambda f: (SEVERITY_RANK[f.severity], -f.impact_share, f.rule_id))
     )
 
 
 def _headline(facts: Facts, findings: tuple[Finding, ...], analysis: Analysis) -> Headline:
-    if not analysis.trace.has_gpu_work or facts.gpu_count == 0:
-        why = (
-            analysis.trace.capabilities.missing[0]
-            if analysis.trace.capabilities.missing
-            else "no GPU work"
-        )
-        return Headline(
-            severity="info",
-            text=f"No GPU work to analyse: {why}.",
-            texts={
-                "en": f"No GPU work to analyse: {why}.",
-                "zh": f"没有可分析的 GPU 工作：{why}。",
-            },
-            rule_id=None,
-        )
+    if not analysis.trace.has_gpu_work or facts.gpu_count == 0 or analysis.gaps is None:
+        en = "No GPU kernels in this trace: there is no GPU balance to diagnose (what the trace holds and lacks is listed below)."
+        zh = "该追踪中没有 GPU 内核：没有可诊断的 GPU 负载均衡（追踪包含和缺少的内容列在下方）。"
+        return Headline(severity="info", text=en, texts={"en": en, "zh": zh}, rule_id=None)
     if findings:
         top = findings[0]
         more = len(findings) - 1
@@ -64,17 +70,15 @@ def _headline(facts: Facts, findings: tuple[Finding, ...], analysis: Analysis) -
             rule_id=top.rule_id,
         )
     gaps = facts.gap_share
-    span = f"{percent(min(gaps), 0)}–{percent(max(gaps), 0)}" if gaps else "n/a"
-    n = facts.gpu_count
-    return Headline(
-        severity="info",
-        text=f"No imbalance found: {n} GPU{'s' if n != 1 else ''}, gap share {span}; no rule's threshold was reached.",
-        texts={
-            "en": f"No imbalance found: {n} GPU{'s' if n != 1 else ''}, gap share {span}; no rule's threshold was reached.",
-            "zh": f"未发现负载不均：{n} 张 GPU，间隙占比 {span}；没有规则达到阈值。",
-        },
-        rule_id=None,
+    low, high = percent(min(gaps)), percent(max(gaps))
+    span = low if low == high else f"{low}–{high}"
+    n = len(gaps)
+    en = (
+        f"No imbalance found: {n} GPU{'s' if n != 1 else ''} with kernels, gap share {span}; "
+        "no rule's threshold was reached (the myth checklist says what this trace could not show)."
     )
+    zh = f"未发现负载不均：{n} 张运行内核的 GPU，间隙占比 {span}；没有规则达到阈值（误区检查列出了本追踪无法说明的内容）。"
+    return Headline(severity="info", text=en, texts={"en": en, "zh": zh}, rule_id=None)
 
 
 def diagnose(analysis: Analysis) -> Diagnosis:

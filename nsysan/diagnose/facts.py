@@ -13,14 +13,26 @@ import polars as pl
 
 from nsysan.analysis import Analysis
 from nsysan.analyze.host import HOST_SIDE_CAUSES
+from nsysan.diagnose.gpu_facts import (
+    MEASURED_HOST_CAUSES,
+    UNATTRIBUTED_CAUSES,
+    GpuFacts,
+    NcclOutlier,
+    gather_gpu_facts,
+    gather_nccl_outliers,
+)
 
 
 @dataclass(frozen=True)
 class Facts:
     gpu_count: int
     gpu_labels: tuple[str, ...] = ()
-    # gaps (kernels busy union, per GPU window)
+    # gaps (kernels busy union, per GPU window): over steady state when a start-up was
+    # detected (warmup_detected), else over the whole window (== window_gap_share)
     gap_share: tuple[float, ...] = ()
+    window_gap_share: tuple[float, ...] = ()
+    warmup_detected: bool = False
+    per_gpu: tuple[GpuFacts, ...] = ()
     # dashboard
     dashboard_share: tuple[float, ...] = ()  # NVML-style utilization per GPU
     gr_active_share: tuple[float | None, ...] = ()  # GPU-metrics engine activity per GPU
@@ -39,6 +51,9 @@ class Facts:
     sync_share: float | None = None
     gpu_wait_share: float | None = None
     host_unavailable: tuple[str, ...] = ()
+    host_unavailable_causes: tuple[str, ...] = ()
+    measured_host_share: float | None = None  # gap time with a measured host cause
+    unattributed_share: float | None = None  # host late, cause not in the trace
     top_nvtx: tuple[tuple[str, float], ...] = ()  # (text, share of gap time)
     # imbalance
     compute_efficiency: float | None = None
@@ -61,6 +76,7 @@ class Facts:
     nccl_wait_share: float | None = None
     nccl_skew_median_ns: int | None = None
     top_collective: str | None = None
+    nccl_outliers: tuple[NcclOutlier, ...] = ()
     # bound
     memory_bound_share: float | None = None
     compute_bound_share: float | None = None
@@ -90,7 +106,12 @@ def gather_facts(analysis: Analysis) -> Facts:
         "missing": tuple(trace.capabilities.missing),
     }
     if analysis.gaps is not None:
-        values["gap_share"] = _col(analysis.gaps.summary, "gap_share")
+        values["gap_share"] = values["window_gap_share"] = _col(analysis.gaps.summary, "gap_share")
+        per_gpu = gather_gpu_facts(analysis)
+        values["per_gpu"] = per_gpu
+        if any(g.warmup for g in per_gpu):
+            values["warmup_detected"] = True
+            values["gap_share"] = tuple(g.gap_share for g in per_gpu)
     if analysis.dashboard is not None:
         d = analysis.dashboard
         per = d.per_gpu.sort("gpu")
@@ -104,7 +125,9 @@ def gather_facts(analysis: Analysis) -> Facts:
             values["dashboard_spread"] = d.period_spread_share
         values["timeline_spread"] = d.timeline_spread_share
     if analysis.stagger is not None:
-        s = analysis.stagger
+        # After a detected start-up, stagger is read over steady state: a start-up gap
+        # that every GPU shares would make any trace look aligned.
+        s = analysis.steady_stagger or analysis.stagger
         values.update(
             stagger_verdict=s.verdict,
             stagger_score=s.stagger_score,
@@ -130,6 +153,7 @@ def gather_facts(analysis: Analysis) -> Facts:
                 .sort("nccl_ns", descending=True)
             )
             values["top_collective"] = str(top["collective"][0])
+        values["nccl_outliers"] = gather_nccl_outliers(analysis)
     elif analysis.nccl is not None:
         values["nccl_share"] = 0.0
     if analysis.bound is not None:
@@ -165,7 +189,10 @@ def _host_facts(analysis: Analysis) -> dict[str, object]:
     assert host is not None
     shares = host.shares
     total = float(shares["time_ns"].sum() or 0)
-    out: dict[str, object] = {"host_unavailable": tuple(host.unavailable)}
+    out: dict[str, object] = {
+        "host_unavailable": tuple(host.unavailable),
+        "host_unavailable_causes": tuple(host.unavailable_causes),
+    }
     if total <= 0:
         return out
 
@@ -184,6 +211,8 @@ def _host_facts(analysis: Analysis) -> dict[str, object]:
     )
     out.update(
         host_share=share_of(HOST_SIDE_CAUSES),
+        measured_host_share=share_of(MEASURED_HOST_CAUSES),
+        unattributed_share=share_of(UNATTRIBUTED_CAUSES),
         host_share_per_gpu=tuple(float(v or 0) for v in per_gpu["host"].to_list()),
         gil_share=share_of(["gil_wait"]),
         blocking_share=share_of(["blocking_os"]),

@@ -13,6 +13,7 @@ from statistics import mean
 
 from nsysan.diagnose.facts import Facts  # noqa: F401  (re-exported for tests)
 from nsysan.diagnose.findings import EvidenceItem, Finding
+from nsysan.diagnose.gpu_rules import GPU_RULE_IDS, GPU_RULES, host_bound_gaps  # noqa: F401
 from nsysan.report.fmt import duration, percent, ratio
 
 # false-balance / host-bound (seed 4.5, 4.4 CPU-side scheduling)
@@ -62,7 +63,7 @@ def _pct(metric: str, label: str, value: float | None, source: str) -> EvidenceI
 
 
 def _range(values: tuple[float, ...] | list[float]) -> str:
-    low, high = percent(min(values), 0), percent(max(values), 0)
+    low, high = percent(min(values)), percent(max(values))
     return low if low == high else f"{low}–{high}"
 
 
@@ -101,20 +102,24 @@ def false_balance(f: Facts) -> Finding | None:
     dash_name = (
         "GR Active from GPU metrics" if len(shown) == f.gpu_count else "NVML-style utilization"
     )
-    host = f.host_share or 0.0
+    dash_name_zh = "GPU 指标中的 GR Active" if len(shown) == f.gpu_count else "NVML 口径利用率"
+    # Only measured host-side causes name the CPU; unattributed time does not.
+    host = f.measured_host_share if f.measured_host_share is not None else None
     host_text_en = ""
     host_text_zh = ""
-    if f.host_share is not None and host >= HOST_SIDE_SHARE:
-        detail = []
+    if host is not None and host >= HOST_SIDE_SHARE:
+        detail_en, detail_zh = [], []
         if f.gil_share:
-            detail.append(f"GIL-signature waits {percent(f.gil_share, 0)}")
+            detail_en.append(f"GIL-signature waits {percent(f.gil_share)}")
+            detail_zh.append(f"GIL 特征等待 {percent(f.gil_share)}")
         if f.top_nvtx:
-            detail.append("NVTX " + ", ".join(f"{t} {percent(sh, 0)}" for t, sh in f.top_nvtx[:2]))
-        extra = f" ({'; '.join(detail)})" if detail else ""
-        host_text_en = f", and {percent(host, 0)} of gap time is host-side{extra} — throughput is limited by the CPU, not the GPUs"
-        host_text_zh = (
-            f"，且 {percent(host, 0)} 的间隙时间发生在主机侧{extra}——吞吐受限于 CPU，而不是 GPU"
-        )
+            ranges = ", ".join(f"{t} {percent(sh)}" for t, sh in f.top_nvtx[:2])
+            detail_en.append(f"inside NVTX ranges, overlapping the waits: {ranges}")
+            detail_zh.append(f"位于 NVTX 区间内（与上述等待重叠）：{ranges}")
+        extra_en = f" ({'; '.join(detail_en)})" if detail_en else ""
+        extra_zh = f"（{'；'.join(detail_zh)}）" if detail_zh else ""
+        host_text_en = f", and {percent(host)} of gap time has a measured host-side cause{extra_en} — throughput is limited by the CPU, not the GPUs"
+        host_text_zh = f"，且 {percent(host)} 的间隙时间有实测的主机侧原因{extra_zh}——吞吐受限于 CPU，而不是 GPU"
     n = f.gpu_count
     claim_en = (
         f"False balance: all {n} GPUs look {_range(dash)} busy on the dashboard ({dash_name}), "
@@ -122,7 +127,7 @@ def false_balance(f: Facts) -> Finding | None:
         f"{host_text_en}."
     )
     claim_zh = (
-        f"假均衡：监控面板上 {n} 张卡的利用率都显示为 {_range(dash)}（{dash_name}），"
+        f"假均衡：监控面板上 {n} 张卡的利用率都显示为 {_range(dash)}（{dash_name_zh}），"
         f"但每张卡有 {_range(f.gap_share)} 的时间是计算间隙，且各卡间隙{'错开' if f.stagger_verdict == 'staggered' else '互不相关'}"
         f"{host_text_zh}。"
     )
@@ -153,9 +158,14 @@ def false_balance(f: Facts) -> Finding | None:
                 "docs/metrics/stagger.md",
             )
         )
-    if f.host_share is not None:
+    if host is not None:
         evidence.append(
-            _pct("host_share", "host-side share of gap time", f.host_share, "docs/metrics/host.md")
+            _pct(
+                "measured_host_share",
+                "gap time with a measured host-side cause",
+                host,
+                "docs/metrics/host.md",
+            )
         )
     if f.gil_share:
         evidence.append(
@@ -167,14 +177,12 @@ def false_balance(f: Facts) -> Finding | None:
         evidence.append(
             _pct("nvtx", f"NVTX range covering gaps: {text}", share, "docs/metrics/host.md")
         )
-    cpu_bound = f.host_share is not None and host >= HOST_SIDE_SHARE
+    cpu_bound = host is not None and host >= HOST_SIDE_SHARE
     return Finding(
         rule_id="false-balance",
         severity="critical",
         seed_section="4.5",
-        cause_category="CPU-side scheduling (seed 4.4)"
-        if cpu_bound
-        else "unaligned per-GPU stalls",
+        cause_category="CPU-side scheduling" if cpu_bound else "unaligned per-GPU stalls",
         impact_share=mean(f.gap_share),
         title={
             "en": "False balance: busy-looking GPUs with staggered gaps",
@@ -197,45 +205,6 @@ def false_balance(f: Facts) -> Finding | None:
     )
 
 
-def host_bound_gaps(f: Facts) -> Finding | None:
-    """Large gaps whose time is mostly host-side (one GPU, or not a false-balance pattern)."""
-    if not f.gap_share or f.host_share is None:
-        return None
-    if mean(f.gap_share) < GAP_SHARE_HIGH or f.host_share < HOST_SIDE_SHARE:
-        return None
-    parts = []
-    if f.sync_share:
-        parts.append(f"CUDA sync {percent(f.sync_share, 0)}")
-    if f.gil_share:
-        parts.append(f"GIL signature {percent(f.gil_share, 0)}")
-    if f.blocking_share:
-        parts.append(f"blocking OS calls {percent(f.blocking_share, 0)}")
-    detail = f" ({', '.join(parts)})" if parts else ""
-    return Finding(
-        rule_id="host-bound-gaps",
-        severity="warning",
-        seed_section="4.4",
-        cause_category="CPU-side scheduling",
-        impact_share=mean(f.gap_share) * f.host_share,
-        title={"en": "GPU gaps caused on the host side", "zh": "GPU 间隙由主机侧造成"},
-        claim={
-            "en": f"GPUs are idle {_range(f.gap_share)} of their window and {percent(f.host_share, 0)} of that gap time is host-side{detail}: the next kernel was launched only after the GPU ran dry.",
-            "zh": f"GPU 在其时间窗内空闲 {_range(f.gap_share)}，其中 {percent(f.host_share, 0)} 的间隙时间在主机侧{detail}：下一个内核在 GPU 空闲之后才被发射。",
-        },
-        recommendation={
-            "en": "Launch work ahead of the GPU: remove synchronizing calls from the loop, prepare inputs asynchronously, use CUDA graphs for launch-bound loops.",
-            "zh": "让主机提前发射工作：去掉循环中的同步调用，异步准备输入，对发射受限的循环使用 CUDA Graph。",
-        },
-        evidence=(
-            _pct("host_share", "host-side share of gap time", f.host_share, "docs/metrics/host.md"),
-            *(
-                _pct("gap_share", f"gap share, {lab}", g, "docs/metrics/gaps.md")
-                for lab, g in zip(f.gpu_labels, f.gap_share, strict=False)
-            ),
-        ),
-    )
-
-
 def aligned_gaps(f: Facts) -> Finding | None:
     """Gaps that coincide across GPUs: a common cause (collective, barrier, shared loader)."""
     if f.gpu_count < 2 or f.stagger_verdict != "aligned" or not f.gap_share:
@@ -250,17 +219,19 @@ def aligned_gaps(f: Facts) -> Finding | None:
         impact_share=f.all_idle_share or 0.0,
         title={"en": "All GPUs idle at the same time", "zh": "所有 GPU 同时空闲"},
         claim={
-            "en": f"Gaps are aligned across the {f.gpu_count} GPUs: all of them are idle together {percent(f.all_idle_share)} of the common window (stagger score {f.stagger_score:+.2f}), which points to a shared cause such as a barrier, a collective or a shared data loader.",
-            "zh": f"{f.gpu_count} 张卡的间隙是对齐的：在共同时间窗内有 {percent(f.all_idle_share)} 的时间所有卡同时空闲（错开分数 {f.stagger_score:+.2f}），说明存在共同原因，如屏障、集合通信或共享的数据加载。",
+            "en": f"Gaps are aligned across the {f.gpu_count} GPUs: all of them are idle together {percent(f.all_idle_share)} of the common {'steady-state ' if f.warmup_detected else ''}window (stagger score {f.stagger_score:+.2f}), which points to a shared cause such as a barrier, a collective or a shared data loader.",
+            "zh": f"{f.gpu_count} 张卡的间隙是对齐的：在共同{'稳态' if f.warmup_detected else ''}时间窗内有 {percent(f.all_idle_share)} 的时间所有卡同时空闲（错开分数 {f.stagger_score:+.2f}），说明存在共同原因，如屏障、集合通信或共享的数据加载。",
         },
         recommendation={
             "en": "Find what every rank waits for at the same time (host-side cause section, NVTX ranges): data loading, checkpointing, a barrier; overlap it with compute.",
-            "zh": "找出所有 rank 同时在等待什么（主机侧原因、NVTX 区间）：数据加载、检查点、屏障；使其与计算重叠。",
+            "zh": "找出所有进程同时在等待什么（主机侧原因、NVTX 区间）：数据加载、检查点、屏障；使其与计算重叠。",
         },
         evidence=(
             _pct(
                 "all_idle_share",
-                "all GPUs idle, share of common window",
+                "all GPUs idle, share of common steady-state window"
+                if f.warmup_detected
+                else "all GPUs idle, share of common window",
                 f.all_idle_share,
                 "docs/metrics/stagger.md",
             ),
@@ -286,7 +257,11 @@ def compute_skew(f: Facts) -> Finding | None:
     if f.compute_max_over_mean < COMPUTE_SKEW_MAX_OVER_MEAN:
         return None
     expert = _expert_diff_share(f) >= EXPERT_DIFF_SHARE
-    kernels = ", ".join(f"{n} ({percent(s, 0)})" for n, s in f.top_diff_kernels[:3])
+    kernels = ", ".join(f"{n} ({percent(s)})" for n, s in f.top_diff_kernels[:3])
+    kernels_zh = "，".join(
+        f"{'（其他内核）' if n == '(other kernels)' else n}（{percent(s)}）"
+        for n, s in f.top_diff_kernels[:3]
+    )
     most, least = f.most_loaded_gpu, f.least_loaded_gpu
     skew = f.compute_max_over_mean
     if expert:
@@ -296,9 +271,9 @@ def compute_skew(f: Facts) -> Finding | None:
             "MoE 热点专家使单卡过载",
         )
         claim_en = f"GPU {most} computes {ratio(skew)} the mean; expert kernels explain most of its extra time over GPU {least}: {kernels}."
-        claim_zh = f"GPU {most} 的计算时间是平均值的 {ratio(skew)}；它比 GPU {least} 多出的时间主要来自专家内核：{kernels}。"
+        claim_zh = f"GPU {most} 的计算时间是平均值的 {ratio(skew)}；它比 GPU {least} 多出的时间主要来自专家内核：{kernels_zh}。"
         rec_en = "Re-balance experts periodically (expert replication or re-placement by measured heat), add capacity factors / token dropping, or use expert parallelism with load-aware routing."
-        rec_zh = "周期性地按实测热度重新分配专家（复制热点专家或重新放置），设置容量因子/丢弃超额 token，或使用负载感知的路由。"
+        rec_zh = "周期性地按实测热度重新分配专家（复制热点专家或重新放置），设置容量因子/丢弃超额词元，或使用负载感知的路由。"
         section = "4.1"
     else:
         rule, title_en, title_zh = (
@@ -306,8 +281,8 @@ def compute_skew(f: Facts) -> Finding | None:
             "Uneven split of work across GPUs",
             "各卡之间工作切分不均",
         )
-        claim_en = f"GPU {most} computes {ratio(skew)} the mean (load-balance efficiency {percent(f.compute_efficiency, 0)}); the kernels behind its extra time over GPU {least}: {kernels}."
-        claim_zh = f"GPU {most} 的计算时间是平均值的 {ratio(skew)}（负载均衡效率 {percent(f.compute_efficiency, 0)}）；它比 GPU {least} 多出的时间来自：{kernels}。"
+        claim_en = f"GPU {most} computes {ratio(skew)} the mean (load-balance efficiency {percent(f.compute_efficiency)}); the kernels behind its extra time over GPU {least}: {kernels}."
+        claim_zh = f"GPU {most} 的计算时间是平均值的 {ratio(skew)}（负载均衡效率 {percent(f.compute_efficiency)}）；它比 GPU {least} 多出的时间来自：{kernels_zh}。"
         rec_en = "Make the split divisible (heads, layers or shards per GPU), or weight the assignment by measured cost; re-check with a new trace."
         rec_zh = (
             "让切分可整除（每卡的注意力头、层或分片数），或按实测开销加权分配；用新的时间线复核。"
@@ -369,12 +344,12 @@ def pipeline_bubble(f: Facts) -> Finding | None:
         impact_share=f.bubble_share,
         title={"en": "Pipeline bubbles at fill and drain", "zh": "流水线填充/排空气泡"},
         claim={
-            "en": f"{percent(f.bubble_share, 0)} of each iteration is bubble (idle at its start or end), growing from stage to stage: fill {_range(f.fill_share_per_gpu)}, drain {_range(f.drain_share_per_gpu)} across GPUs.",
-            "zh": f"每次迭代有 {percent(f.bubble_share, 0)} 的时间是气泡（迭代开始或结束时空闲），且逐级递增：各卡填充 {_range(f.fill_share_per_gpu)}，排空 {_range(f.drain_share_per_gpu)}。",
+            "en": f"{percent(f.bubble_share)} of each iteration is bubble (idle at its start or end), growing from stage to stage: fill {_range(f.fill_share_per_gpu)}, drain {_range(f.drain_share_per_gpu)} across GPUs.",
+            "zh": f"每次迭代有 {percent(f.bubble_share)} 的时间是气泡（迭代开始或结束时空闲），且逐级递增：各卡填充 {_range(f.fill_share_per_gpu)}，排空 {_range(f.drain_share_per_gpu)}。",
         },
         recommendation={
             "en": "Use more micro-batches per iteration, an interleaved (virtual-stage) schedule, or fewer pipeline stages.",
-            "zh": "每次迭代使用更多 micro-batch，采用交错（虚拟 stage）调度，或减少流水线级数。",
+            "zh": "每次迭代使用更多微批次，采用交错（虚拟流水级）调度，或减少流水线级数。",
         },
         evidence=(
             _pct(
@@ -408,8 +383,8 @@ def load_drift(f: Facts) -> Finding | None:
         impact_share=f.drift_spread_mean or 0.0,
         title={"en": "Load drifts between GPUs over time", "zh": "负载随时间在各卡之间漂移"},
         claim={
-            "en": f"The load drifts between GPUs over the capture: one GPU's busy share moves {percent(trend_spread, 0)} relative to another's, and in the worst time window the GPUs' busy shares differ by {percent(f.drift_spread_max, 0)} (best window {percent(f.drift_spread_min, 0)}) — some GPUs keep working while others run dry.",
-            "zh": f"负载在采集期间于各卡之间漂移：某张卡的忙碌占比相对另一张卡变化了 {percent(trend_spread, 0)}，最差时间窗内各卡忙碌占比相差 {percent(f.drift_spread_max, 0)}（最好时间窗 {percent(f.drift_spread_min, 0)}）——部分卡持续工作而其他卡无事可做。",
+            "en": f"The load drifts between GPUs over the capture: one GPU's busy share moves {percent(trend_spread)} relative to another's, and in the worst time window the GPUs' busy shares differ by {percent(f.drift_spread_max)} (best window {percent(f.drift_spread_min)}) — some GPUs keep working while others run dry.",
+            "zh": f"负载在采集期间于各卡之间漂移：某张卡的忙碌占比相对另一张卡变化了 {percent(trend_spread)}，最差时间窗内各卡忙碌占比相差 {percent(f.drift_spread_max)}（最好时间窗 {percent(f.drift_spread_min)}）——部分卡持续工作而其他卡无事可做。",
         },
         recommendation={
             "en": "Schedule by estimated cost (sequence length, generation budget), not round-robin; add starvation detection and preemption or request migration.",
@@ -450,6 +425,7 @@ def comm_bound(f: Facts) -> Finding | None:
     if transfer < NCCL_SHARE_HIGH:
         return None
     coll = f" (mostly {f.top_collective})" if f.top_collective else ""
+    coll_zh = f"（主要是 {f.top_collective}）" if f.top_collective else ""
     return Finding(
         rule_id="comm-bound",
         severity="warning",
@@ -461,10 +437,10 @@ def comm_bound(f: Facts) -> Finding | None:
             "zh": "通信占用了大量 GPU 时间",
         },
         claim={
-            "en": f"NCCL kernels take {percent(f.nccl_share, 0)} of busy GPU time{coll}; "
-            f"{percent(transfer, 0)} is communication itself, not waiting for late GPUs.",
-            "zh": f"NCCL 内核占 GPU 忙碌时间的 {percent(f.nccl_share, 0)}{coll}；"
-            f"其中 {percent(transfer, 0)} 是通信本身，而不是等待迟到的卡。",
+            "en": f"NCCL kernels take {percent(f.nccl_share)} of busy GPU time{coll}; "
+            f"{percent(transfer)} is communication itself, not waiting for late GPUs.",
+            "zh": f"NCCL 内核占 GPU 忙碌时间的 {percent(f.nccl_share)}{coll_zh}；"
+            f"其中 {percent(transfer)} 是通信本身，而不是等待迟到的卡。",
         },
         recommendation={
             "en": "Keep tensor-parallel groups inside one NVLink/NVSwitch domain, overlap communication with compute, or lower the TP degree for long sequences.",
@@ -498,8 +474,8 @@ def collective_skew(f: Facts) -> Finding | None:
             "zh": "各卡在集合通信中互相等待",
         },
         claim={
-            "en": f"{percent(f.nccl_wait_share, 0)} of NCCL time is early arrivers waiting for the last GPU (median start skew {duration(f.nccl_skew_median_ns)}); the wait is a symptom of imbalance before the collective.",
-            "zh": f"NCCL 时间中有 {percent(f.nccl_wait_share, 0)} 是先到的卡在等待最后一张卡（启动偏差中位数 {duration(f.nccl_skew_median_ns)}）；这种等待是集合通信之前负载不均的表现。",
+            "en": f"{percent(f.nccl_wait_share)} of NCCL time is early arrivers waiting for the last GPU (median start skew {duration(f.nccl_skew_median_ns)}); the wait is a symptom of imbalance before the collective.",
+            "zh": f"NCCL 时间中有 {percent(f.nccl_wait_share)} 是先到的卡在等待最后一张卡（启动偏差中位数 {duration(f.nccl_skew_median_ns)}）；这种等待是集合通信之前负载不均的表现。",
         },
         recommendation={
             "en": "Fix the imbalance before the collective (see the other findings); the late GPU is listed per instance in the JSON output.",
@@ -527,8 +503,8 @@ def memory_bound(f: Facts) -> Finding | None:
         impact_share=f.memory_bound_share,
         title={"en": "Most GPU time is memory-bound", "zh": "大部分 GPU 时间受显存带宽限制"},
         claim={
-            "en": f"{percent(f.memory_bound_share, 0)} of kernel time is in memory-bound kernels (Nsight Compute speed-of-light); high utilization here does not mean compute is used.",
-            "zh": f"{percent(f.memory_bound_share, 0)} 的内核时间属于带宽受限内核（Nsight Compute SOL）；此时的高利用率并不代表算力被用满。",
+            "en": f"{percent(f.memory_bound_share)} of kernel time is in memory-bound kernels (Nsight Compute speed-of-light); high utilization here does not mean compute is used.",
+            "zh": f"{percent(f.memory_bound_share)} 的内核时间属于带宽受限内核（Nsight Compute SOL）；此时的高利用率并不代表算力被用满。",
         },
         recommendation={
             "en": "Fuse memory-bound kernels, use lower-precision KV cache / weights, and batch more requests to raise arithmetic intensity.",
@@ -571,12 +547,12 @@ def clock_throttling(f: Facts) -> Finding | None:
         impact_share=max(f.clock_drop_share),
         title={"en": "GPU clocks drop while busy", "zh": "GPU 在忙碌时降频"},
         claim={
-            "en": f"{names}: the GPC clock falls{ref}{low_text} for up to {percent(max(f.clock_drop_share), 0)} of busy time — power or thermal throttling slows these GPUs and everyone waiting for them.",
-            "zh": f"{names}：GPC 时钟{('从 ' + f'{f.clock_reference_mhz:.0f} MHz') if f.clock_reference_mhz else ''}降至{f'{lowest:.0f} MHz' if lowest is not None else '更低'}，最多占忙碌时间的 {percent(max(f.clock_drop_share), 0)}——功耗或温度降频拖慢了这些卡以及等待它们的卡。",
+            "en": f"{names}: the GPC clock falls{ref}{low_text} for up to {percent(max(f.clock_drop_share))} of busy time — power or thermal throttling slows these GPUs and everyone waiting for them.",
+            "zh": f"{names}：GPC 时钟{('从 ' + f'{f.clock_reference_mhz:.0f} MHz') if f.clock_reference_mhz else ''}降至{f'{lowest:.0f} MHz' if lowest is not None else '更低'}，最多占忙碌时间的 {percent(max(f.clock_drop_share))}——功耗或温度降频拖慢了这些卡以及等待它们的卡。",
         },
         recommendation={
-            "en": "Check power limits, cooling and neighbouring load (nvidia-smi -q -d PERFORMANCE shows the throttle reasons).",
-            "zh": "检查功耗上限、散热和相邻负载（nvidia-smi -q -d PERFORMANCE 可显示降频原因）。",
+            "en": "Check power limits, cooling and neighbouring load (`nvidia-smi -q -d PERFORMANCE` shows the throttle reasons).",
+            "zh": "检查功耗上限、散热和相邻负载（`nvidia-smi -q -d PERFORMANCE` 可显示降频原因）。",
         },
         evidence=tuple(
             _pct(
@@ -596,7 +572,7 @@ Rule = Callable[[Facts], "Finding | None"]
 #: findings are sorted by severity, then impact_share.
 RULES: tuple[Rule, ...] = (
     false_balance,
-    host_bound_gaps,
+    *GPU_RULES,
     aligned_gaps,
     compute_skew,
     pipeline_bubble,
@@ -619,4 +595,5 @@ RULE_IDS = (
     "collective-skew",
     "memory-bound",
     "clock-throttling",
+    *GPU_RULE_IDS,
 )

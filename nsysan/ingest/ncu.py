@@ -311,6 +311,24 @@ def unit_factor(unit: str) -> float | None:
 # --- reading -------------------------------------------------------------------------
 
 
+# A CSV that joins less of the trace's kernel time than this is probably of another
+# program or run: the report and the command line warn.
+NCU_JOIN_MIN_SHARE = 0.5
+
+
+def join_warning(joined_share: float, source: str) -> tuple[str, str] | None:
+    """(English, Chinese) warning when ``joined_share`` of kernel time has ncu data."""
+    if joined_share >= NCU_JOIN_MIN_SHARE:
+        return None
+    pct = f"{joined_share * 100:.1f}%"
+    return (
+        f"warning: {source} matches only {pct} of the trace's kernel time (kernel names and launches); "
+        "it may come from another program or run, so the memory- vs compute-bound view covers little of the trace.",
+        f"警告：{source} 只匹配到追踪中 {pct} 的内核时间（按内核名与发射）；它可能来自另一个程序或另一次运行，"
+        "因此带宽受限与计算受限视图只覆盖了追踪的一小部分。",
+    )
+
+
 def _fail(path: Path, problem: str, line: int | None = None) -> NcuCsvError:
     where = f"{path}: line {line}: " if line is not None else f"{path}: "
     return NcuCsvError(where + problem)

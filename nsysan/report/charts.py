@@ -65,6 +65,9 @@ CATEGORY_PALETTE = (
 )
 # Busy share 0 → pale (idle stands out as a hole), 1 → dark blue.
 BUSY_SCALE = ((0.0, "#fdf1e1"), (0.35, "#f6c48f"), (0.7, "#6a9fd4"), (1.0, "#17365d"))
+# NCCL and copies get their own hues, so communication never reads as compute.
+NCCL_SCALE = ((0.0, "#f7f4fb"), (0.5, "#b49ad6"), (1.0, "#5b2a86"))
+COPY_SCALE = ((0.0, "#f2faf4"), (0.5, "#8fd1a0"), (1.0, "#1b6b35"))
 MATRIX_SCALE = ((0.0, "#f7fbff"), (0.5, "#9ecae1"), (1.0, "#08519c"))
 
 CONFIG: dict[str, Any] = {
@@ -80,52 +83,70 @@ _SCRIPT = re.compile(r"(<script[^>]*>)(.*?)(</script>)", re.DOTALL)
 
 
 def timeline_chart(view: TimelineView, div_id: str, lang: str = "en") -> str:
-    """Heatmap of busy share per GPU × time bin, the longest gaps outlined on top.
+    """Heatmap of busy share per GPU × time bin, NCCL and copies on their own rows.
 
-    One heatmap row (trace) per GPU on a numeric y axis, so the gap markers can sit
-    at the top edge of their row instead of covering the bins. Equal bins are sent
-    as ``x0``/``dx`` rather than one x value per bin.
+    One heatmap row (trace) per GPU, then, for a GPU that has them, a row of NCCL
+    kernels and a row of memory copies in their own colours, on a numeric y axis so
+    the gap markers can sit at the top edge of their GPU's row. The x axis is the trace
+    timeline (the values ``--start``/``--end`` take). Equal bins are sent as ``x0``/``dx``.
     """
-    labels = [_text(label) for label in view.gpu_labels]
     starts = list(view.bin_start_ns)
-    origin = starts[0] if starts else 0
     edges = [*starts, starts[-1] + view.bin_ns] if starts else [0, view.bin_ns or 1]
-    scale, unit = _time_unit(edges[-1] - origin)
-    digits = _decimals(view.bin_ns / scale if view.bin_ns else 1.0)
-    x_edges = [round((e - origin) / scale, digits) for e in edges]
+    scale, unit = _time_unit(edges[-1])
+    digits = _decimals(view.bin_ns / scale if view.bin_ns else 1.0) + max(
+        0, math.ceil(math.log10(max(edges[-1] / scale, 1)))
+    )
+    x_edges = [round(e / scale, digits) for e in edges]
     equal_bins = all(b - a == view.bin_ns for a, b in zip(starts, starts[1:], strict=False))
     x_axis: dict[str, Any] = (
-        {"x0": round(view.bin_ns / 2 / scale, digits + 1), "dx": view.bin_ns / scale}
+        {"x0": (edges[0] + view.bin_ns / 2) / scale, "dx": view.bin_ns / scale}
         if equal_bins
         else {"x": x_edges}
     )
     busy = t("chart.busy_share", lang)
+    rows: list[tuple[str, tuple[float | None, ...], str, str]] = []  # label, shares, axis, kind
+    gpu_row: dict[int, int] = {}
+    for g, shares in enumerate(view.busy_share):
+        label = view.gpu_labels[g] if g < len(view.gpu_labels) else str(g)
+        gpu_row[g] = len(rows)
+        rows.append((label, shares, "coloraxis", busy))
+        nccl = view.nccl_share[g] if g < len(view.nccl_share) else None
+        if nccl is not None:
+            rows.append((f"{label} · NCCL", nccl, "coloraxis2", t("chart.nccl_share", lang)))
+        copies = view.copy_share[g] if g < len(view.copy_share) else None
+        if copies is not None:
+            rows.append(
+                (
+                    f"{label} · {t('chart.copies', lang)}",
+                    copies,
+                    "coloraxis3",
+                    t("chart.copy_share", lang),
+                )
+            )
 
     fig = go.Figure()
-    for g, shares in enumerate(view.busy_share):
-        label = labels[g] if g < len(labels) else str(g)
+    for r, (label, shares, axis, what) in enumerate(rows):
+        name = _text(label)
         fig.add_trace(
             go.Heatmap(
                 z=[[_round(v, 3) for v in shares]],
-                y=[g],
+                y=[r],
                 **x_axis,
-                coloraxis="coloraxis",
+                coloraxis=axis,
                 hoverongaps=False,
                 ygap=3,
-                name=label,
-                hovertemplate=(
-                    f"{label}<br>t ≈ %{{x:.4g}} {unit}<br>{busy}: %{{z:.1%}}<extra></extra>"
-                ),
+                name=name,
+                hovertemplate=f"{name}<br>t ≈ %{{x:.6g}} {unit}<br>{_text(what)}: %{{z:.1%}}<extra></extra>",
             )
         )
     gap_x: list[float] = []
     gap_y: list[float] = []
     gap_text: list[str] = []
-    for row, start_ns, end_ns in view.gaps:
-        if not 0 <= row < len(labels):
+    for g, start_ns, end_ns in view.gaps:
+        if g not in gpu_row:
             continue
-        x0 = round((start_ns - origin) / scale, digits + 1)
-        x1 = round((end_ns - origin) / scale, digits + 1)
+        row = gpu_row[g]
+        x0, x1 = start_ns / scale, end_ns / scale
         fig.add_shape(
             type="rect",
             x0=x0,
@@ -139,8 +160,8 @@ def timeline_chart(view: TimelineView, div_id: str, lang: str = "en") -> str:
         gap_x.append(round((x0 + x1) / 2, digits + 1))
         gap_y.append(row - 0.5)
         gap_text.append(
-            f"{labels[row]}<br>{t('chart.gap', lang)}: {_text(fmt.duration(end_ns - start_ns))}"
-            f"<br>{x0:g} – {x1:g} {unit}"
+            f"{_text(rows[row][0])}<br>{t('chart.gap', lang)}: {_text(fmt.duration(end_ns - start_ns))}"
+            f"<br>{_text(fmt.duration(start_ns, 4))} – {_text(fmt.duration(end_ns, 4))}"
         )
     if gap_x:
         fig.add_trace(
@@ -161,32 +182,45 @@ def timeline_chart(view: TimelineView, div_id: str, lang: str = "en") -> str:
                 showlegend=True,
             )
         )
-    n = len(view.busy_share)
-    fig.update_layout(
-        _layout(height=max(220, 100 + 46 * n)),
-        legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
-        coloraxis={
-            "colorscale": [list(stop) for stop in BUSY_SCALE],
+    n = len(rows)
+
+    def colour_axis(
+        scale_stops: tuple[tuple[float, str], ...], title: str, show: bool, x: float
+    ) -> dict[str, Any]:
+        return {
+            "colorscale": [list(stop) for stop in scale_stops],
             "cmin": 0,
             "cmax": 1,
+            "showscale": show,
             "colorbar": {
-                "title": {"text": busy, "side": "right"},
+                "title": {"text": _text(title), "side": "right"},
                 "tickformat": ".0%",
-                "thickness": 12,
+                "thickness": 10,
                 "len": 0.9,
+                "x": x,
                 "outlinewidth": 0,
             },
-        },
+        }
+
+    fig.update_layout(
+        _layout(height=max(220, 100 + 40 * n)),
+        legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
+        coloraxis=colour_axis(BUSY_SCALE, busy, True, 1.01),
+        # One colour bar: NCCL and copy rows share its 0–100% scale in their own hue.
+        coloraxis2=colour_axis(NCCL_SCALE, t("chart.nccl_share", lang), False, 1.09),
+        coloraxis3=colour_axis(COPY_SCALE, t("chart.copy_share", lang), False, 1.09),
     )
     fig.update_xaxes(
-        title_text=t("chart.time", lang, unit=unit), showgrid=False, range=[x_edges[0], x_edges[-1]]
+        title_text=t("chart.trace_time", lang, unit=unit),
+        showgrid=False,
+        range=[x_edges[0], x_edges[-1]],
     )
     fig.update_yaxes(
         range=[n - 0.5, -0.62],
         showgrid=False,
         tickmode="array",
         tickvals=list(range(n)),
-        ticktext=[_tick(label) for label in view.gpu_labels[:n]],
+        ticktext=[_tick(r[0]) for r in rows],
     )
     return _div(fig, div_id)
 
@@ -347,25 +381,30 @@ def stacked_chart(view: StackedSharesView, div_id: str, lang: str = "en") -> str
 
 
 def series_chart(view: SeriesView, div_id: str, lang: str = "en") -> str:
-    """One line per GPU over time (clocks, SM activity, per-window busy share)."""
-    starts = [xs[0] for xs in view.x_ns if xs]
+    """One line per GPU over the trace timeline (clocks, SM activity, busy share).
+
+    A share is drawn as a percentage on an axis from 0 to 100%; a clock on an axis from
+    0, so a wobble of a few MHz does not look like a cliff (the hover has the values).
+    """
     ends = [xs[-1] for xs in view.x_ns if xs]
-    origin = min(starts) if starts else 0
-    scale, unit = _time_unit(max(ends) - origin if ends else 0)
+    scale, unit = _time_unit(max(ends) if ends else 0)
     fig = go.Figure()
+    peak = 0.0
     for g, label in enumerate(view.gpu_labels):
         xs = view.x_ns[g] if g < len(view.x_ns) else ()
         ys = view.y[g] if g < len(view.y) else ()
+        peak = max([peak, *(y for y in ys if y is not None)])
         name, full = _tick(label), _text(label)
+        value = "%{y:.1%}" if view.y_kind == "share" else "%{y:.4g}"
         fig.add_trace(
             go.Scatter(
-                x=[_round((x - origin) / scale, 6) for x in xs],
+                x=[_round(x / scale, 9) for x in xs],
                 y=[_round(y, 4) for y in ys],
                 name=name,
                 mode="lines",
                 connectgaps=False,
                 line={"color": GPU_PALETTE[g % len(GPU_PALETTE)], "width": 1.6},
-                hovertemplate=f"{full}<br>%{{x}} {unit}: %{{y}}<extra></extra>",
+                hovertemplate=f"{full}<br>%{{x:.6g}} {unit}: {value}<extra></extra>",
             )
         )
     fig.update_layout(
@@ -373,8 +412,13 @@ def series_chart(view: SeriesView, div_id: str, lang: str = "en") -> str:
         hovermode="x unified",
         legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
     )
-    fig.update_xaxes(title_text=t("chart.time_series", lang, unit=unit))
-    fig.update_yaxes(title_text=_text(view.y_label))
+    fig.update_xaxes(title_text=t("chart.trace_time", lang, unit=unit))
+    y_axis: dict[str, Any] = {"title_text": _text(view.y_label)}
+    if view.y_kind == "share":
+        y_axis.update(tickformat=".0%", range=[0, max(1.0, peak) * 1.02])
+    elif view.y_kind == "zero":
+        y_axis.update(range=[0, (peak or 1.0) * 1.08])
+    fig.update_yaxes(**y_axis)
     return _div(fig, div_id)
 
 

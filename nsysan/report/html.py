@@ -34,6 +34,8 @@ _NUMERIC_CELL = re.compile(
     r"^[<>≈~+\-−]?\s?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?\s?"
     r"(%|×|x|ns|µs|us|ms|s|B|KiB|MiB|GiB|TiB|MHz|GHz|W|GB/s)?$"
 )
+# A token this long without a space is an identifier (kernel name, path), not a word.
+_IDENT = re.compile(r"\S{28,}")
 _BLANK_CELLS = frozenset({"", "n/a", "–", "-"})
 _ANCHOR_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 _RESERVED_ANCHORS = frozenset(
@@ -57,6 +59,7 @@ class _TableBlock:
     note: str
     title: str
     numeric: tuple[bool, ...]
+    ident: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,17 @@ def _charts(section: Section, anchor: str, lang: str) -> tuple[_Chart, ...]:
                 tl.note,
             )
         )
+    if section.zoom is not None:
+        z = section.zoom
+        out.append(
+            _Chart(
+                Markup(charts.timeline_chart(z, f"chart-{anchor}-zoom", lang)),
+                "timeline",
+                t("zoom.title", lang),
+                t("timeline.explain", lang, bin=fmt.duration(z.bin_ns)),
+                z.note,
+            )
+        )
     if section.histogram is not None:
         out.append(
             _Chart(
@@ -206,6 +220,7 @@ def _table(table: Table) -> _TableBlock:
         note=table.note,
         title=str(getattr(table, "title", "")),  # a field the view model may gain
         numeric=tuple(_is_numeric(cells) for cells in columns),
+        ident=tuple(any(_IDENT.search(c) for c in cells) for cells in columns),
     )
 
 
@@ -266,10 +281,27 @@ def _css() -> str:
     return (templates_dir() / "assets" / "report.css").read_text(encoding="utf-8")
 
 
+# The charts use only heatmap, bar and scatter traces: plotly.js's "cartesian" partial
+# bundle (npm plotly.js-cartesian-dist-min, MIT, same version as plotly.py's full
+# bundle) has them in a third of the size. It ships in templates/assets, so a report
+# is made without a network; the full bundle of the plotly package is the fallback.
+PLOTLY_BUNDLE_GLOB = "plotly-cartesian-*.min.js"
+
+
 @cache
-def _plotly_js() -> str:
+def _plotly_bundle() -> tuple[str, str]:
+    """(the plotly.js source to embed, which bundle it is)."""
+    found = sorted((templates_dir() / "assets").glob(PLOTLY_BUNDLE_GLOB))
+    if found:
+        source, kind = found[-1].read_text(encoding="utf-8"), "cartesian"
+    else:
+        source, kind = get_plotlyjs(), "full"
     # No "</script" in the bundle today; keep it that way whatever version is installed.
-    return get_plotlyjs().replace("</script", "<\\/script")
+    return source.replace("</script", "<\\/script"), kind
+
+
+def _plotly_js() -> str:
+    return _plotly_bundle()[0]
 
 
 @cache
@@ -278,5 +310,7 @@ def _plotly_js_bytes() -> int:
 
 
 def _plotly_js_version() -> str:
-    match = re.search(r"plotly\.js v([\w.\-]+)", _plotly_js()[:300])
-    return match.group(1) if match else f"(plotly.py {plotly.__version__})"
+    match = re.search(r"plotly\.js(?: \((\w+)[^)]*\))? v([\w.\-]+)", _plotly_js()[:300])
+    if not match:
+        return f"(plotly.py {plotly.__version__})"
+    return f"{match.group(2)} ({match.group(1) or 'full'} bundle: heatmap, bar, scatter)"

@@ -33,7 +33,9 @@ EN: dict[str, str] = {
     "section.unavailable": "Not available",
     "myths.title": "Four-myth checklist",
     "myths.intro": (
-        "The four common misreadings of multi-GPU balance, each judged against this trace."
+        "The four common misreadings of multi-GPU balance, each judged against this trace: "
+        "“does not hold” (red) means the belief would mislead you here; “holds here” (amber) means it "
+        "happens to be true in this trace, not in general; “cannot tell” (grey) names the data that would tell."
     ),
     "myth.holds": "Holds here",
     "myth.does_not_hold": "Does not hold",
@@ -48,6 +50,7 @@ EN: dict[str, str] = {
     "appendix.missing_none": "Nothing: every table the analysis uses was present.",
     "appendix.notes": "Notes",
     "appendix.extra": "Other details",
+    "appendix.definitions": "Definitions of the measures",
     "appendix.plotly": (
         "Charts are drawn by plotly.js {plotly_version}, embedded in this file "
         "(about {plotly_size}), so the page opens without a network connection."
@@ -60,8 +63,11 @@ EN: dict[str, str] = {
     "table.empty": "No rows.",
     "chart.hint": "Drag to zoom, double-click to reset, hover for values.",
     "chart.gpu": "GPU",
-    "chart.time": "time since first bin ({unit})",
-    "chart.time_series": "time since first sample ({unit})",
+    "chart.trace_time": "time on the trace timeline ({unit}): the values --start/--end take",
+    "chart.nccl_share": "NCCL share",
+    "chart.copy_share": "copy share",
+    "chart.copies": "copies",
+    "zoom.title": "Zoomed lane view (steady state)",
     "chart.busy_share": "busy share",
     "chart.outside_window": "outside the analysis window",
     "chart.gap": "gap",
@@ -74,7 +80,8 @@ EN: dict[str, str] = {
     "timeline.explain": (
         "Aggregated: each cell is the share of a {bin} time bin during which the GPU "
         "ran at least one kernel (dark = busy, pale = idle, blank = outside that GPU's "
-        "window). Red outlines and ▼ mark the longest gaps."
+        "window). Red outlines and ▼ mark the longest gaps. NCCL kernels (purple) and memory copies (green) "
+        "have their own rows under their GPU."
     ),
     "histogram.title": "Gap-size distribution",
     "histogram.explain": (
@@ -104,7 +111,10 @@ ZH: dict[str, str] = {
     "evidence.source": "定义",
     "section.unavailable": "不可用",
     "myths.title": "四大误区检查",
-    "myths.intro": "多卡负载均衡的四个常见误区，逐一对照本次追踪给出判断。",
+    "myths.intro": (
+        "多卡负载均衡的四个常见误区，逐一对照本次追踪给出判断：“不成立”（红色）表示该观念在此会误导你；"
+        "“本例中成立”（琥珀色）表示它只是在本次追踪中恰好成立，并非普遍成立；“无法判断”（灰色）说明需要哪些数据才能判断。"
+    ),
     "myth.holds": "本例中成立",
     "myth.does_not_hold": "不成立",
     "myth.cannot_tell": "无法判断",
@@ -118,6 +128,7 @@ ZH: dict[str, str] = {
     "appendix.missing_none": "无：分析所需的表均存在。",
     "appendix.notes": "说明",
     "appendix.extra": "其他信息",
+    "appendix.definitions": "指标定义",
     "appendix.plotly": (
         "图表由内嵌于本文件的 plotly.js {plotly_version}（约 {plotly_size}）绘制，"
         "无需网络即可打开。"
@@ -129,8 +140,11 @@ ZH: dict[str, str] = {
     "table.empty": "无数据。",
     "chart.hint": "拖动以缩放，双击复原，悬停查看数值。",
     "chart.gpu": "GPU",
-    "chart.time": "距第一个时间段的时间（{unit}）",
-    "chart.time_series": "距第一个采样点的时间（{unit}）",
+    "chart.trace_time": "时间线上的时间（{unit}），即 --start/--end 接受的数值",
+    "chart.nccl_share": "NCCL 占比",
+    "chart.copy_share": "拷贝占比",
+    "chart.copies": "拷贝",
+    "zoom.title": "放大的逐卡视图（稳态）",
     "chart.busy_share": "忙碌占比",
     "chart.outside_window": "不在分析窗口内",
     "chart.gap": "间隙",
@@ -143,6 +157,7 @@ ZH: dict[str, str] = {
     "timeline.explain": (
         "已聚合：每个格子表示在 {bin} 的时间段内该 GPU 至少运行一个内核的时间占比"
         "（深色 = 忙碌，浅色 = 空闲，空白 = 不在该卡的分析窗口内）。红框和 ▼ 标出最长的间隙。"
+        "NCCL 内核（紫色）与内存拷贝（绿色）在各自 GPU 下方单独成行。"
     ),
     "histogram.title": "间隙长度分布",
     "histogram.explain": "按长度（对数刻度）统计的间隙：左为数量，右为累计空闲时间。",

@@ -3,25 +3,25 @@
 Pure data work: every number shown is taken from an analysis result and formatted
 by :mod:`nsysan.report.fmt`; nothing is recomputed differently from the JSON output.
 The aggregated timeline is the one piece computed here: the busy union binned into
-at most :data:`TIMELINE_MAX_BINS` equal bins per GPU, so a trace of millions of
+at most ``view_timeline.TIMELINE_MAX_BINS`` equal bins per GPU, so a trace of millions of
 kernels stays a small page.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Literal
 
-import numpy as np
 import polars as pl
 
-from nsysan import __version__
 from nsysan.analysis import Analysis
-from nsysan.analyze.host import CAUSE_LABELS
 from nsysan.diagnose import Diagnosis
-from nsysan.report import fmt
+from nsysan.diagnose.facts import Facts, gather_facts
+from nsysan.report import fmt, view_gpu
+from nsysan.report.catalog import cause_label, short_cause, translate
+from nsysan.report.glossary import definition_anchor, definition_title
+from nsysan.report.view_appendix import appendix, ncu_join_warning
+from nsysan.report.view_timeline import timeline_section
 from nsysan.report.viewmodel import (
-    AppendixView,
     Evidence,
     FindingView,
     HistogramView,
@@ -32,18 +32,11 @@ from nsysan.report.viewmodel import (
     SeriesView,
     StackedSharesView,
     Table,
-    TimelineView,
 )
 
 Lang = Literal["en", "zh"]
 
-TIMELINE_MAX_BINS = 1200
-TIMELINE_MAX_GAPS = 40
 KERNEL_DIFF_ROWS = 8
-PLOTLY_NOTE = {
-    "en": "Charts use plotly.js, embedded once in this file (about 3.5 MB), so the page opens without a network.",
-    "zh": "图表使用 plotly.js，已内嵌于本文件（约 3.5 MB），无需联网即可打开。",
-}
 
 TITLES: dict[str, dict[str, str]] = {
     "gpus": {"en": "Per-GPU summary", "zh": "逐卡概览"},
@@ -65,19 +58,14 @@ MYTH_VERDICT_TEXT = {
     "does_not_hold": {"en": "does not hold here", "zh": "在此不成立"},
     "cannot_tell": {"en": "cannot tell", "zh": "无法判断"},
 }
-CAUSE_LABELS_ZH = {
-    "cuda_sync": "CUDA 同步调用",
-    "gil_wait": "GIL 特征（反复约 5 ms 的条件等待）",
-    "blocking_os": "阻塞型系统调用（锁、条件等待、poll、sleep）",
-    "descheduled": "线程被调度出 CPU",
-    "cuda_api": "其他 CUDA API 调用",
-    "os_call": "其他系统调用（I/O 等）",
-    "nvtx": "在命名的 NVTX 区间内",
-    "unattributed": "未归因",
-    "unattributed_no_data": "未归因（缺少数据）",
-    "launch_call": "下一个操作的发射调用",
-    "gpu_wait": "GPU 侧等待（工作已排队）",
-    "no_launch_record": "无发射记录",
+# The chapter's four dimensions (and its case study), by section: a finding's cause
+# category names the dimension in words, never by section number.
+DIMENSIONS = {
+    "4.1": ("model-parallel split", "模型并行切分"),
+    "4.2": ("data-parallel load", "数据并行负载"),
+    "4.3": ("dynamic requests", "动态请求"),
+    "4.4": ("resource contention", "资源争用"),
+    "4.5": ("false balance, as in the case study", "假均衡（见案例）"),
 }
 
 
@@ -139,7 +127,7 @@ def build_view(analysis: Analysis, diagnosis: Diagnosis, lang: Lang = "en") -> R
         sections=sections,
         myths=myths,
         recommendations=recommendations,
-        appendix=_appendix(analysis, lang),
+        appendix=appendix(analysis, lang),
         no_gpu_work=no_work,
     )
 
@@ -150,32 +138,50 @@ def _finding_view(f: Any, lang: Lang) -> FindingView:
         severity=f.severity,
         title=f.title[lang],
         claim=f.claim[lang],
-        cause_category=_l(
-            lang,
-            f"seed {f.seed_section}: {f.cause_category}",
-            f"种子章节 {f.seed_section}：{f.cause_category}",
-        ),
+        cause_category=_cause_category(f, lang),
         evidence=tuple(
-            Evidence(label=e.label, value_text=e.display, source=e.source) for e in f.evidence
+            Evidence(
+                label=translate(e.label, lang),
+                value_text=e.display,
+                source=definition_anchor(e.source),
+                source_label=definition_title(definition_anchor(e.source), lang),
+            )
+            for e in f.evidence
         ),
         recommendation=f.recommendation[lang],
     )
 
 
+def _cause_category(f: Any, lang: Lang) -> str:
+    cause = translate(f.cause_category, lang)
+    dim = DIMENSIONS.get(f.seed_section)
+    if dim is None:
+        return cause
+    return _l(lang, f"{cause} ({dim[0]})", f"{cause}（{dim[1]}）")
+
+
 def _sections(analysis: Analysis, labels: dict[int, str], lang: Lang) -> tuple[Section, ...]:
-    builders = (
-        _gpu_section,
-        _timeline_section,
-        _gaps_section,
-        _stagger_section,
-        _host_section,
-        _dashboard_section,
-        _balance_section,
-        _communication_section,
-        _bound_section,
-        _contention_section,
+    facts = gather_facts(analysis)
+    return (
+        _gpu_section(analysis, labels, lang, facts),
+        timeline_section(analysis, labels, lang, facts),
+        _gaps_section(analysis, labels, lang, facts),
+        _stagger_section(analysis, labels, lang, facts),
+        _host_section(analysis, labels, lang, facts),
+        _dashboard_section(analysis, labels, lang, facts),
+        _balance_section(analysis, labels, lang),
+        _communication_section(analysis, labels, lang, facts),
+        _bound_section(analysis, labels, lang),
+        _contention_section(analysis, labels, lang),
     )
-    return tuple(b(analysis, labels, lang) for b in builders)
+
+
+def _score(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.2f}"
+
+
+def _reason(analysis: Analysis, name: str, lang: Lang) -> str:
+    return translate(analysis.unavailable.get(name, ""), lang)
 
 
 def _value(df: pl.DataFrame, gpu: int, col: str) -> Any:
@@ -185,132 +191,85 @@ def _value(df: pl.DataFrame, gpu: int, col: str) -> Any:
     return rows[col][0] if rows.height else None
 
 
-def _gpu_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+def _gpu_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: Facts) -> Section:
     gaps = analysis.gaps.summary if analysis.gaps else pl.DataFrame()
     dash = analysis.dashboard.per_gpu if analysis.dashboard else pl.DataFrame()
-    imb = analysis.imbalance.per_gpu if analysis.imbalance else pl.DataFrame()
     nccl = analysis.nccl.per_gpu if analysis.nccl else pl.DataFrame()
-    host = analysis.host.per_gpu if analysis.host else pl.DataFrame()
     bound = analysis.bound.per_gpu if analysis.bound else None
+    steady = {g.gpu: g for g in facts.per_gpu}
+    has_gr = "gr_active_share" in dash.columns and dash["gr_active_share"].drop_nulls().len() > 0
+    has_nccl = analysis.nccl is not None and analysis.nccl.nccl_kernels > 0
+    has_bound = bound is not None and "memory_share" in bound.columns
     rows = []
-    for gpu, label in sorted(labels.items()):
-        bound_text = "n/a"
-        if bound is not None and "memory_share" in bound.columns:
-            bound_text = (
-                f"{fmt.percent(_value(bound, gpu, 'memory_share'), 0)} mem / "
-                f"{fmt.percent(_value(bound, gpu, 'compute_share'), 0)} comp"
+    for gpu in sorted(labels):
+        g = steady.get(gpu)
+        row = [
+            f"GPU {gpu}",
+            fmt.percent(_value(dash, gpu, "dashboard_util_share")),
+            *([fmt.percent(_value(dash, gpu, "gr_active_share"))] if has_gr else []),
+            fmt.percent(_value(gaps, gpu, "gap_share")),
+            *([fmt.percent(g.gap_share if g else None)] if facts.warmup_detected else []),
+            *([fmt.percent(_value(nccl, gpu, "nccl_busy_share"))] if has_nccl else []),
+        ]
+        if has_bound:
+            row.append(
+                f"{fmt.percent(_value(bound, gpu, 'memory_share'), 0)} / "  # type: ignore[arg-type]
+                f"{fmt.percent(_value(bound, gpu, 'compute_share'), 0)}"  # type: ignore[arg-type]
             )
-        host_share = _value(host, gpu, "host_share")
-        dominant = _value(host, gpu, "dominant_cause")
-        rows.append(
-            (
-                label,
-                fmt.percent(_value(dash, gpu, "dashboard_util_share")),
-                fmt.percent(_value(dash, gpu, "gr_active_share")),
-                fmt.percent(_value(gaps, gpu, "gap_share")),
-                fmt.count(_value(gaps, gpu, "gap_count")),
-                fmt.duration(_value(imb, gpu, "compute_ns")),
-                fmt.percent(_value(nccl, gpu, "nccl_busy_share")),
-                bound_text,
-                fmt.percent(host_share),
-                _cause_label(dominant, lang) if dominant else "n/a",
-            )
-        )
+        measured = g.measured_host_share if g else None
+        row.append(fmt.percent(measured))
+        main = max(g.causes, key=lambda c: g.causes[c]) if g and g.causes else None
+        row.append(short_cause(main, lang) if main else _l(lang, "n/a", "无"))
+        rows.append(tuple(row))
     columns = (
         "GPU",
         _l(lang, "dashboard (NVML-style)", "面板利用率（NVML 口径）"),
-        "GR Active",
+        *(["GR Active"] if has_gr else []),
         _l(lang, "gap share", "间隙占比"),
-        _l(lang, "gaps", "间隙数"),
-        _l(lang, "compute time", "计算时间"),
-        _l(lang, "NCCL share of busy", "NCCL 占忙碌"),
-        _l(lang, "bound (ncu)", "受限类型（ncu）"),
-        _l(lang, "host-side share of gaps", "间隙中主机侧占比"),
+        *([_l(lang, "gap share in steady state", "稳态间隙占比")] if facts.warmup_detected else []),
+        *([_l(lang, "NCCL share of busy", "NCCL 占忙碌")] if has_nccl else []),
+        *([_l(lang, "memory / compute bound", "带宽受限 / 计算受限")] if has_bound else []),
+        _l(lang, "gap time with a measured host cause", "有实测主机侧原因的间隙时间"),
         _l(lang, "main gap cause", "主要间隙原因"),
     )
     window = analysis.settings.window
+    kind = {
+        "per_gpu": ("per GPU", "逐卡"),
+        "common": ("common", "共同"),
+        "explicit": ("explicit", "指定"),
+        "nvtx": ("NVTX range", "NVTX 区间"),
+    }[window.kind]
     note = _l(
         lang,
-        f"Window: {window.kind.replace('_', ' ')}; busy = union of kernels on the GPU (all streams). "
-        "GR Active comes from GPU metrics (n/a when the trace has none).",
-        f"时间窗：{window.kind}；忙碌 = 该卡上所有流的内核区间并集。GR Active 来自 GPU 指标（无指标时为 n/a）。",
+        f"Window: {kind[0]}; busy = union of kernels on the GPU (all streams). "
+        + ("GR Active comes from GPU metrics. " if has_gr else "")
+        + ("Steady state: after the start-up gap (see Gaps). " if facts.warmup_detected else "")
+        + "Host causes are over steady state.",
+        f"时间窗：{kind[1]}；忙碌 = 该卡上所有流的内核区间并集。"
+        + ("GR Active 来自 GPU 指标。" if has_gr else "")
+        + ("稳态：启动间隙之后（见“间隙”一节）。" if facts.warmup_detected else "")
+        + "主机侧原因按稳态计算。",
+    )
+    devices = Table(
+        title=_l(lang, "Devices", "设备"),
+        columns=("GPU", _l(lang, "device", "设备"), _l(lang, "identity", "标识")),
+        rows=tuple((f"GPU {gpu}", *_device(label)) for gpu, label in sorted(labels.items())),
     )
     return Section(
         key="gpus",
         title=TITLES["gpus"][lang],
-        tables=(Table(columns=columns, rows=tuple(rows), note=note),),
+        tables=(Table(columns=columns, rows=tuple(rows), note=note), devices),
     )
 
 
-def _cause_label(cause: str, lang: Lang) -> str:
-    if lang == "zh":
-        return CAUSE_LABELS_ZH.get(cause, cause)
-    return CAUSE_LABELS.get(cause, cause)
+def _device(label: str) -> tuple[str, str]:
+    """("A100-SXM4-80GB", "0000:07:00.0") from "GPU 0 (A100-SXM4-80GB, 0000:07:00.0)"."""
+    inner = label.split(" (", 1)[1].rstrip(")") if " (" in label else label
+    name, _, ident = inner.partition(", ")
+    return name, ident
 
 
-def _binned_busy(intervals: pl.DataFrame, gpu: int, edges: np.ndarray) -> np.ndarray:
-    """Busy ns per bin from disjoint sorted intervals, via cumulative coverage."""
-    rows = intervals.filter(pl.col("gpu") == gpu).sort("start_ns")
-    starts = rows["start_ns"].to_numpy().astype(np.int64)
-    ends = rows["end_ns"].to_numpy().astype(np.int64)
-    if starts.size == 0:
-        return np.zeros(edges.size - 1)
-    cum = np.concatenate(([0], np.cumsum(ends - starts)))
-    idx = np.searchsorted(starts, edges, side="right") - 1
-    covered = np.where(
-        idx >= 0,
-        cum[np.clip(idx, 0, None)]
-        + np.clip(
-            np.minimum(edges, ends[np.clip(idx, 0, None)]) - starts[np.clip(idx, 0, None)], 0, None
-        ),
-        0,
-    )
-    return np.diff(covered).astype(float)
-
-
-def _timeline_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
-    busy = analysis.busy
-    assert busy is not None and analysis.gaps is not None
-    windows = busy.windows.sort("gpu")
-    start = int(windows["window_start_ns"].min())  # type: ignore[arg-type]
-    end = int(windows["window_end_ns"].max())  # type: ignore[arg-type]
-    span = max(end - start, 1)
-    n_bins = int(min(TIMELINE_MAX_BINS, max(1, span)))
-    bin_ns = -(-span // n_bins)
-    edges = start + np.arange(n_bins + 1, dtype=np.int64) * bin_ns
-    matrix = []
-    for row in windows.iter_rows(named=True):
-        g = row["gpu"]
-        share = _binned_busy(busy.intervals, g, edges) / bin_ns
-        inside = (edges[1:] > row["window_start_ns"]) & (edges[:-1] < row["window_end_ns"])
-        matrix.append(
-            tuple(round(float(v), 3) if ok else None for v, ok in zip(share, inside, strict=True))
-        )
-    gpu_rows = {g: i for i, g in enumerate(windows["gpu"].to_list())}
-    longest = analysis.gaps.gaps.sort("duration_ns", descending=True).head(TIMELINE_MAX_GAPS)
-    gaps = tuple(
-        (gpu_rows[g], int(s), int(e))
-        for g, s, e in longest.select("gpu", "start_ns", "end_ns").iter_rows()
-    )
-    n_kernels = analysis.trace.kernels.height
-    note = _l(
-        lang,
-        f"{fmt.count(n_kernels)} kernels aggregated into {n_bins} bins of {fmt.duration(bin_ns)}; colour = share of the bin "
-        f"the GPU was busy; the {len(gaps)} longest gaps are marked.",
-        f"{fmt.count(n_kernels)} 个内核被聚合为 {n_bins} 个时间格，每格 {fmt.duration(bin_ns)}；颜色表示该格内 GPU 忙碌的比例；标出了最长的 {len(gaps)} 个间隙。",
-    )
-    timeline = TimelineView(
-        gpu_labels=tuple(labels[g] for g in windows["gpu"].to_list()),
-        bin_start_ns=tuple(int(v) for v in edges[:-1]),
-        bin_ns=int(bin_ns),
-        busy_share=tuple(matrix),
-        gaps=gaps,
-        note=note,
-    )
-    return Section(key="timeline", title=TITLES["timeline"][lang], timeline=timeline)
-
-
-def _gaps_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+def _gaps_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: Facts) -> Section:
     gaps = analysis.gaps
     assert gaps is not None
     dist = gaps.distribution.sort("gpu", "bucket")
@@ -336,6 +295,12 @@ def _gaps_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Sec
         )
     ]
     tables = []
+    dominant = view_gpu.dominant_table(facts.per_gpu, lang)
+    if dominant is not None:
+        tables.append(dominant)
+    sizes = view_gpu.kernel_gap_table(facts.per_gpu, lang)
+    if sizes is not None:
+        tables.append(sizes)
     if analysis.nvidia_gaps is not None:
         ng = analysis.nvidia_gaps.summary
         rows = tuple(
@@ -379,13 +344,15 @@ def _gaps_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Sec
     )
 
 
-def _stagger_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+def _stagger_section(
+    analysis: Analysis, labels: dict[int, str], lang: Lang, facts: Facts
+) -> Section:
     s = analysis.stagger
     if s is None:
         return Section(
             key="stagger",
             title=TITLES["stagger"][lang],
-            unavailable=analysis.unavailable.get("stagger", ""),
+            unavailable=_reason(analysis, "stagger", lang),
         )
     gpu_ids = sorted(labels)
     index = {g: i for i, g in enumerate(gpu_ids)}
@@ -396,19 +363,32 @@ def _stagger_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
             continue
         score = None if r["stagger_score"] is None else round(float(r["stagger_score"]), 3)
         values[a][b] = values[b][a] = score
-    verdict_zh = {
-        "aligned": "对齐",
-        "independent": "互不相关",
-        "staggered": "错开",
-        "not applicable": "不适用",
-    }
     para = _l(
         lang,
-        f"Verdict: {s.verdict}. {s.reason}. All GPUs idle together {fmt.percent(s.all_idle_share)} of the common window "
-        f"(independence would give {fmt.percent(s.expected_all_idle_share)}); at least one idle {fmt.percent(s.any_idle_share)}.",
-        f"结论：{verdict_zh.get(s.verdict, s.verdict)}。{s.reason}。在共同时间窗内所有卡同时空闲 {fmt.percent(s.all_idle_share)}"
-        f"（若相互独立应为 {fmt.percent(s.expected_all_idle_share)}）；至少一张卡空闲 {fmt.percent(s.any_idle_share)}。",
+        f"Verdict: {s.verdict}. Observed co-idle time is {fmt.ratio(s.co_idle_ratio)} what independent gaps would give "
+        f"(stagger score {_score(s.stagger_score)}: −1 aligned, 0 independent, +1 staggered). All GPUs idle together "
+        f"{fmt.percent(s.all_idle_share)} of the common window (independence would give "
+        f"{fmt.percent(s.expected_all_idle_share)}); at least one idle {fmt.percent(s.any_idle_share)}.",
+        f"结论：{translate(s.verdict, lang)}。实测的同时空闲时间是间隙相互独立时期望的 {fmt.ratio(s.co_idle_ratio)}"
+        f"（错开分数 {_score(s.stagger_score)}：−1 对齐，0 互不相关，+1 错开）。在共同时间窗内所有卡同时空闲 "
+        f"{fmt.percent(s.all_idle_share)}（若相互独立应为 {fmt.percent(s.expected_all_idle_share)}）；至少一张卡空闲 {fmt.percent(s.any_idle_share)}。",
     )
+    paragraphs = [para]
+    steady = analysis.steady_stagger
+    if steady is not None and analysis.dominant is not None:
+        start = analysis.dominant.common_steady_start_ns
+        paragraphs.append(
+            _l(
+                lang,
+                f"Steady state (after the start-up gap, from {view_gpu.at(start)} on the trace timeline): verdict {steady.verdict}, "
+                f"stagger score {_score(steady.stagger_score)}; all GPUs idle together {fmt.percent(steady.all_idle_share)} of the "
+                f"common steady-state window (independence would give {fmt.percent(steady.expected_all_idle_share)}). "
+                "The findings read these steady-state numbers: the start-up gap every GPU shares would make any trace look aligned.",
+                f"稳态（启动间隙之后，自时间线上 {view_gpu.at(start)} 起）：结论为{translate(steady.verdict, lang)}，错开分数 "
+                f"{_score(steady.stagger_score)}；在共同稳态时间窗内所有卡同时空闲 {fmt.percent(steady.all_idle_share)}"
+                f"（若相互独立应为 {fmt.percent(steady.expected_all_idle_share)}）。各项发现按这些稳态数值判断：所有卡共有的启动间隙会让任何追踪看起来都是对齐的。",
+            )
+        )
     idle = s.idle_count.sort("idle_gpus")
     table = Table(
         columns=(
@@ -428,7 +408,7 @@ def _stagger_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
     return Section(
         key="stagger",
         title=TITLES["stagger"][lang],
-        paragraphs=(para,),
+        paragraphs=tuple(paragraphs),
         tables=(table,),
         matrix=MatrixView(
             labels=tuple(f"GPU {g}" for g in gpu_ids),
@@ -444,11 +424,11 @@ def _stagger_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
     )
 
 
-def _host_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+def _host_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: Facts) -> Section:
     h = analysis.host
     if h is None:
         return Section(
-            key="host", title=TITLES["host"][lang], unavailable=analysis.unavailable.get("host", "")
+            key="host", title=TITLES["host"][lang], unavailable=_reason(analysis, "host", lang)
         )
     shares = h.shares
     causes = [
@@ -477,8 +457,10 @@ def _host_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Sec
             "每一纳秒的间隙时间对应一个原因：主机发射下一个内核晚了（以及发射线程当时在做什么），或者工作已排队而 GPU 在等待。",
         )
     ]
-    paragraphs += [_l(lang, f"Unavailable: {u}", f"不可用：{u}") for u in h.unavailable]
-    tables = []
+    paragraphs += [
+        _l(lang, f"Unavailable: {u}", f"不可用：{translate(u, lang)}") for u in h.unavailable
+    ]
+    tables = list(view_gpu.cause_tables(facts.per_gpu, facts, analysis, lang))
     if h.nvtx.height:
         top = h.nvtx.sort("covered_ns", descending=True).head(10)
         tables.append(
@@ -522,7 +504,7 @@ def _host_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Sec
         stacked=(
             StackedSharesView(
                 gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
-                categories=tuple(_cause_label(c, lang) for c in causes),
+                categories=tuple(cause_label(c, lang) for c in causes),
                 shares=tuple(matrix),
                 title=_l(lang, "share of gap time by cause", "按原因划分的间隙时间占比"),
             ),
@@ -532,14 +514,17 @@ def _host_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Sec
     )
 
 
-def _dashboard_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+def _dashboard_section(
+    analysis: Analysis, labels: dict[int, str], lang: Lang, facts: Facts
+) -> Section:
     d = analysis.dashboard
     if d is None:
         return Section(
             key="dashboard",
             title=TITLES["dashboard"][lang],
-            unavailable=analysis.unavailable.get("dashboard", ""),
+            unavailable=translate(analysis.unavailable.get("dashboard", ""), lang),
         )
+    per = d.per_gpu.sort("gpu")
     rows = tuple(
         (
             f"GPU {r['gpu']}",
@@ -549,8 +534,16 @@ def _dashboard_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -
             fmt.percent(r["sm_active_share"]),
             fmt.percent(r["gap_share"]),
         )
-        for r in d.per_gpu.sort("gpu").iter_rows(named=True)
+        for r in per.iter_rows(named=True)
     )
+    note_en = f"Sample period {fmt.duration(d.period_ns)}"
+    note_zh = f"采样周期 {fmt.duration(d.period_ns)}"
+    if d.period_ns != d.configured_period_ns:
+        note_en += (
+            f" (the configured {fmt.duration(d.configured_period_ns)} would give fewer than 20 periods in the longest "
+            "window, so 1/20 of that window is used)"
+        )
+        note_zh += f"（设定的 {fmt.duration(d.configured_period_ns)} 在最长时间窗内不足 20 个周期，因此改用该时间窗的 1/20）"
     table = Table(
         columns=(
             "GPU",
@@ -561,50 +554,48 @@ def _dashboard_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -
             _l(lang, "gap share (timeline)", "间隙占比（时间线）"),
         ),
         rows=rows,
-        note=_l(
+        note=_l(lang, note_en + ".", note_zh + "。"),
+    )
+    paragraphs = [
+        _l(
             lang,
-            f"Sample period {fmt.duration(d.period_ns)}.",
-            f"采样周期 {fmt.duration(d.period_ns)}。",
+            "NVML's utilization is the share of each sample period with at least one kernel running, so its mean equals the "
+            "timeline's busy share; what a dashboard hides is where the gaps are (which GPUs idle together) and how busy the SMs are "
+            "inside a 'busy' period. Dashboard spread across GPUs "
+            f"{fmt.percent(d.dashboard_spread_share)}, per-period spread {fmt.percent(d.period_spread_share)}, "
+            f"while one GPU works and another idles {fmt.percent(d.timeline_spread_share)} of the common time. "
+            "The per-window busy share over time is the chart of the load-balance section.",
+            "NVML 利用率是每个采样周期中至少有一个内核在运行的时间比例，其均值等于时间线的忙碌占比；面板隐藏的是间隙出现在哪里（哪些卡同时空闲）"
+            f"以及“忙碌”周期内 SM 实际有多忙。各卡面板差异 {fmt.percent(d.dashboard_spread_share)}，逐周期差异 {fmt.percent(d.period_spread_share)}，"
+            f"而一张卡工作、另一张卡空闲的时间占共同时间的 {fmt.percent(d.timeline_spread_share)}。随时间变化的逐时间窗忙碌占比见负载均衡一节的图。",
         )
-        + (f" {d.period_note}" if d.period_note else ""),
+    ]
+    gr = (
+        [v for v in per["gr_active_share"].to_list() if v is not None]
+        if "gr_active_share" in per.columns
+        else []
     )
-    periods = d.periods.filter(pl.col("complete")).sort("gpu", "period_start_ns")
-    gpu_ids = sorted(periods["gpu"].unique().to_list())
-    series = SeriesView(
-        title=_l(
-            lang, "NVML-style utilization per sample period", "每个采样周期的 NVML 口径利用率"
-        ),
-        y_label=_l(lang, "utilization", "利用率"),
-        gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
-        x_ns=tuple(
-            tuple(int(v) for v in periods.filter(pl.col("gpu") == g)["period_start_ns"].to_list())
-            for g in gpu_ids
-        ),
-        y=tuple(
-            tuple(
-                round(float(v), 4)
-                for v in periods.filter(pl.col("gpu") == g)["util_share"].to_list()
+    nvml = [v for v in per["dashboard_util_share"].to_list() if v is not None]
+    if gr and nvml:
+        gr_span = view_gpu.span_text(gr)
+        nvml_span = view_gpu.span_text(nvml)
+        paragraphs.append(
+            _l(
+                lang,
+                f"Two dashboard readings, two numbers: GR Active {gr_span} (from GPU metrics; what DCGM-style dashboards show, and "
+                f"the dashboard reading the findings quote) counts any time the GPU has work resident, copies and the moments between "
+                f"queued kernels included; the NVML-style utilization {nvml_span} counts only time with a kernel running, which is "
+                "1 − gap share. Both look alike on every GPU; neither shows that the gaps are staggered.",
+                f"两种面板读数，两个数字：GR Active {gr_span}（来自 GPU 指标；DCGM 类监控面板显示的数值，也是各项发现引用的面板读数）"
+                f"计入 GPU 上有任何工作驻留的时间，包括拷贝以及排队内核之间的时刻；NVML 口径利用率 {nvml_span} 只计入有内核运行的时间，"
+                "即 1 − 间隙占比。两者在每张卡上都差不多；都看不出间隙是错开的。",
             )
-            for g in gpu_ids
-        ),
-    )
-    para = _l(
-        lang,
-        "NVML's utilization is the share of each sample period with at least one kernel running, so its mean equals the "
-        "timeline's busy share; what a dashboard hides is where the gaps are (which GPUs idle together) and how busy the SMs are "
-        "inside a 'busy' period. Dashboard spread across GPUs "
-        f"{fmt.percent(d.dashboard_spread_share)}, per-period spread {fmt.percent(d.period_spread_share)}, "
-        f"while one GPU works and another idles {fmt.percent(d.timeline_spread_share)} of the common time.",
-        "NVML 利用率是每个采样周期中至少有一个内核在运行的时间比例，其均值等于时间线的忙碌占比；面板隐藏的是间隙出现在哪里（哪些卡同时空闲）"
-        f"以及“忙碌”周期内 SM 实际有多忙。各卡面板差异 {fmt.percent(d.dashboard_spread_share)}，逐周期差异 {fmt.percent(d.period_spread_share)}，"
-        f"而一张卡工作、另一张卡空闲的时间占共同时间的 {fmt.percent(d.timeline_spread_share)}。",
-    )
+        )
     return Section(
         key="dashboard",
         title=TITLES["dashboard"][lang],
-        paragraphs=(para,),
+        paragraphs=tuple(paragraphs),
         tables=(table,),
-        series=(series,) if gpu_ids else (),
     )
 
 
@@ -614,7 +605,7 @@ def _balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
         return Section(
             key="balance",
             title=TITLES["balance"][lang],
-            unavailable=analysis.unavailable.get("imbalance", ""),
+            unavailable=_reason(analysis, "imbalance", lang),
         )
     per = imb.per_gpu.sort("gpu")
     rows = tuple(
@@ -664,7 +655,7 @@ def _balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
                 ),
                 rows=tuple(
                     (
-                        str(r["short_name"] or r["name"]),
+                        translate(str(r["short_name"] or r["name"]), lang),
                         fmt.duration(r["most_ns"]),
                         fmt.duration(r["least_ns"]),
                         fmt.duration(r["diff_ns"]),
@@ -686,15 +677,15 @@ def _balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
                 lang,
                 f"Iterations found from {imb.iteration_source}: {imb.iteration_label}. Bubble share {fmt.percent(imb.bubble_share)} "
                 f"(fill {fmt.percent(imb.fill_share)}, drain {fmt.percent(imb.drain_share)}).",
-                f"迭代边界来自 {imb.iteration_source}：{imb.iteration_label}。气泡占比 {fmt.percent(imb.bubble_share)}（填充 {fmt.percent(imb.fill_share)}，排空 {fmt.percent(imb.drain_share)}）。",
+                f"迭代边界来自 {imb.iteration_source}：{translate(imb.iteration_label or '', lang)}。气泡占比 {fmt.percent(imb.bubble_share)}（填充 {fmt.percent(imb.fill_share)}，排空 {fmt.percent(imb.drain_share)}）。",
             )
         )
     elif imb.bubble_reason:
         paragraphs.append(
             _l(
                 lang,
-                f"Pipeline bubbles: not applicable ({imb.bubble_reason}).",
-                f"流水线气泡：不适用（{imb.bubble_reason}）。",
+                f"Pipeline bubbles: {imb.bubble_reason}.",
+                f"流水线气泡：{translate(imb.bubble_reason, lang)}。",
             )
         )
     drift = imb.drift.sort("gpu", "window")
@@ -706,6 +697,7 @@ def _balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
             f"每个时间窗的忙碌占比（{analysis.settings.drift_windows} 个时间窗）",
         ),
         y_label=_l(lang, "busy share", "忙碌占比"),
+        y_kind="share",
         gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
         x_ns=tuple(
             tuple(int(v) for v in drift.filter(pl.col("gpu") == g)["start_ns"].to_list())
@@ -728,12 +720,22 @@ def _balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> 
     )
 
 
-def _communication_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
+def _communication_section(
+    analysis: Analysis, labels: dict[int, str], lang: Lang, facts: Facts
+) -> Section:
     n = analysis.nccl
+    transfers = view_gpu.transfer_table(analysis, lang)
     if n is None or n.nccl_kernels == 0:
-        reason = analysis.unavailable.get("nccl") or _l(
+        reason = translate(analysis.unavailable.get("nccl", ""), lang) or _l(
             lang, "no NCCL kernels in this trace", "此时间线中没有 NCCL 内核"
         )
+        if transfers is not None:
+            return Section(
+                key="communication",
+                title=TITLES["communication"][lang],
+                paragraphs=(reason + _l(lang, "; memory copies:", "；内存拷贝："),),
+                tables=(transfers,),
+            )
         return Section(key="communication", title=TITLES["communication"][lang], unavailable=reason)
     rows = tuple(
         (
@@ -791,7 +793,11 @@ def _communication_section(analysis: Analysis, labels: dict[int, str], lang: Lan
         key="communication",
         title=TITLES["communication"][lang],
         paragraphs=(para,),
-        tables=(table, coll_table),
+        tables=tuple(
+            t
+            for t in (table, coll_table, view_gpu.nccl_outlier_table(facts, lang), transfers)
+            if t is not None
+        ),
     )
 
 
@@ -801,7 +807,7 @@ def _bound_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Se
         return Section(
             key="bound",
             title=TITLES["bound"][lang],
-            unavailable=analysis.unavailable.get("bound", ""),
+            unavailable=_reason(analysis, "bound", lang),
         )
     per = b.per_gpu.sort("gpu")
     classes = [c[: -len("_share")] for c in per.columns if c.endswith("_share")]
@@ -809,10 +815,12 @@ def _bound_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Se
         tuple(round(float(r[f"{c}_share"] or 0), 4) for c in classes)
         for r in per.iter_rows(named=True)
     )
+    warning = ncu_join_warning(analysis)
     return Section(
         key="bound",
         title=TITLES["bound"][lang],
         paragraphs=(
+            *((warning[1] if lang == "zh" else warning[0],) if warning else ()),
             _l(
                 lang,
                 f"Kernel time split by Nsight Compute's speed-of-light class ({analysis.ncu_path}); 'unjoined' kernels had no Nsight Compute data and are counted, not guessed.",
@@ -836,13 +844,19 @@ def _contention_section(analysis: Analysis, labels: dict[int, str], lang: Lang) 
         return Section(
             key="contention",
             title=TITLES["contention"][lang],
-            unavailable=analysis.unavailable.get("contention", ""),
+            unavailable=_reason(analysis, "contention", lang),
         )
     series = []
-    for key, title_en, title_zh, ylab in (
-        ("gpc_clock", "GPC clock (MHz)", "GPC 时钟（MHz）", "MHz"),
-        ("sm_active", "SM Active (%)", "SM Active（%）", "%"),
-        ("dram_read", "DRAM read throughput (% of peak)", "显存读带宽（峰值百分比）", "%"),
+    for key, title_en, title_zh, ylab, kind in (
+        ("gpc_clock", "GPC clock (MHz)", "GPC 时钟（MHz）", "MHz", "zero"),
+        ("sm_active", "SM Active (% of time)", "SM Active（时间占比）", "SM Active", "share"),
+        (
+            "dram_read",
+            "DRAM read throughput (% of peak)",
+            "显存读带宽（峰值百分比）",
+            _l(lang, "% of peak", "峰值百分比"),
+            "share",
+        ),
     ):
         rows = c.series.filter(pl.col("key") == key).sort("gpu", "bin_start_ns")
         if rows.is_empty():
@@ -850,8 +864,9 @@ def _contention_section(analysis: Analysis, labels: dict[int, str], lang: Lang) 
         gpu_ids = sorted(rows["gpu"].unique().to_list())
         series.append(
             SeriesView(
-                title=_l(lang, title_en, title_zh),
+                title=_l(lang, title_en, title_zh) + _value_range(rows, key, lang),
                 y_label=ylab,
+                y_kind=kind,
                 gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
                 x_ns=tuple(
                     tuple(int(v) for v in rows.filter(pl.col("gpu") == g)["bin_start_ns"].to_list())
@@ -900,53 +915,15 @@ def _contention_section(analysis: Analysis, labels: dict[int, str], lang: Lang) 
     )
 
 
-def _flatten(prefix: str, value: Any) -> list[tuple[str, str]]:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out: list[tuple[str, str]] = []
-        for f in dataclasses.fields(value):
-            out += _flatten(f"{prefix}{f.name}.", getattr(value, f.name))
-        return out
-    return [(prefix.rstrip("."), "—" if value is None else str(value))]
-
-
-def _appendix(analysis: Analysis, lang: Lang) -> AppendixView:
-    src = analysis.trace.sources
-    inputs = Table(
-        columns=(
-            _l(lang, "file", "文件"),
-            _l(lang, "export version", "导出版本"),
-            _l(lang, "host", "主机"),
-            _l(lang, "UTC session start (ns)", "UTC 会话起点（ns）"),
-            _l(lang, "offset applied", "时间偏移"),
-        ),
-        rows=tuple(
-            (
-                str(r["path"]),
-                f"{r['export_version']}"
-                + (f" (schema {r['schema_version']})" if r["schema_version"] else ""),
-                str(r["host"] or "—"),
-                str(r["utc_start_ns"] or "—"),
-                fmt.duration(r["offset_ns"]),
-            )
-            for r in src.iter_rows(named=True)
-        ),
-    )
-    settings_rows = _flatten("", analysis.settings)
-    if analysis.ncu_path:
-        settings_rows.append(("ncu_csv", str(analysis.ncu_path)))
-    notes = list(analysis.trace.notes)
-    if analysis.dashboard and analysis.dashboard.period_note:
-        notes.append(analysis.dashboard.period_note)
-    notes.append(PLOTLY_NOTE[lang])
-    missing = list(analysis.trace.capabilities.missing)
-    missing += [f"{k}: {v}" for k, v in analysis.unavailable.items() if v not in missing]
-    return AppendixView(
-        tool_version=f"nsysan {__version__}",
-        inputs=inputs,
-        settings=Table(
-            columns=(_l(lang, "setting", "设置"), _l(lang, "value", "值")),
-            rows=tuple(settings_rows),
-        ),
-        missing=tuple(dict.fromkeys(missing)),
-        notes=tuple(notes),
+def _value_range(rows: pl.DataFrame, key: str, lang: Lang) -> str:
+    """ ", 1,395–1,410 MHz over the capture": the range the axis from 0 flattens."""
+    if key != "gpc_clock" or rows.is_empty():
+        return ""
+    low, high = rows["value"].min(), rows["value"].max()
+    if low is None or high is None:
+        return ""
+    return _l(
+        lang,
+        f": {low:,.0f}–{high:,.0f} MHz over the capture",
+        f"：采集期间 {low:,.0f}–{high:,.0f} MHz",
     )

@@ -22,7 +22,8 @@ MythVerdict = Literal["holds", "does_not_hold", "cannot_tell"]
 class Evidence:
     label: str  # "gap share, GPU 2"
     value_text: str  # "35.1%"
-    source: str  # where it comes from: "docs/metrics/gaps.md#gap-share"
+    source: str  # the in-page definition it links to: "#def-gaps"
+    source_label: str = ""  # that definition's title
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,10 @@ class TimelineView:
     busy_share: tuple[tuple[float | None, ...], ...]
     gaps: tuple[tuple[int, int, int], ...]
     note: str  # "N kernels aggregated into B bins of X each; the longest K gaps drawn"
+    # Per GPU row (same bins): share of each bin in NCCL kernels / memory copies; a row
+    # is None for a GPU without any; empty when no GPU has any.
+    nccl_share: tuple[tuple[float | None, ...] | None, ...] = ()
+    copy_share: tuple[tuple[float | None, ...] | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,8 +106,11 @@ class SeriesView:
     title: str
     y_label: str
     gpu_labels: tuple[str, ...]
-    x_ns: tuple[tuple[int, ...], ...]  # [gpu][point]
+    x_ns: tuple[tuple[int, ...], ...]  # [gpu][point], on the trace timeline
     y: tuple[tuple[float | None, ...], ...]  # [gpu][point]
+    # "share": 0..1 values drawn as percent from 0 to 100%; "zero": an axis from 0
+    # (clocks); "": autoscaled
+    y_kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,7 @@ class Section:
     paragraphs: tuple[str, ...] = ()
     tables: tuple[Table, ...] = ()
     timeline: TimelineView | None = None
+    zoom: TimelineView | None = None  # the same timeline over a short stretch of steady state
     histogram: HistogramView | None = None
     matrix: MatrixView | None = None
     stacked: tuple[StackedSharesView, ...] = ()
@@ -137,6 +146,8 @@ class AppendixView:
     settings: Table  # setting, value
     missing: tuple[str, ...]  # what the trace lacked
     notes: tuple[str, ...]  # identity notes, aggregation notes, plotly size note
+    # (anchor id, title, text) of each metric definition the evidence links to
+    definitions: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,168 @@
+"""The report's timelines: the busy union binned per GPU, NCCL and copy lanes, and the
+zoomed view of steady state.
+
+A trace can hold millions of kernels: each GPU's busy union (and its NCCL kernels and
+memory copies, as their own rows) is binned into at most ``TIMELINE_MAX_BINS`` equal
+bins on the trace timeline, so the page stays small whatever the kernel count."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+
+from nsysan.analysis import Analysis
+from nsysan.analyze.nccl import classify_nccl
+from nsysan.diagnose.facts import Facts
+from nsysan.intervals import union_intervals
+from nsysan.report import fmt, view_gpu
+from nsysan.report.viewmodel import Section, TimelineView
+
+Lang = Literal["en", "zh"]
+
+TIMELINE_MAX_BINS = 1200
+TIMELINE_MAX_GAPS = 40
+TITLE = {"en": "Timeline (aggregated)", "zh": "时间线（聚合）"}
+
+
+def _l(lang: Lang, en: str, zh: str) -> str:
+    return zh if lang == "zh" else en
+
+
+def _binned_busy(intervals: pl.DataFrame, gpu: int, edges: np.ndarray) -> np.ndarray:
+    """Busy ns per bin from disjoint sorted intervals, via cumulative coverage."""
+    rows = intervals.filter(pl.col("gpu") == gpu).sort("start_ns")
+    starts = rows["start_ns"].to_numpy().astype(np.int64)
+    ends = rows["end_ns"].to_numpy().astype(np.int64)
+    if starts.size == 0:
+        return np.zeros(edges.size - 1)
+    cum = np.concatenate(([0], np.cumsum(ends - starts)))
+    idx = np.searchsorted(starts, edges, side="right") - 1
+    covered = np.where(
+        idx >= 0,
+        cum[np.clip(idx, 0, None)]
+        + np.clip(
+            np.minimum(edges, ends[np.clip(idx, 0, None)]) - starts[np.clip(idx, 0, None)], 0, None
+        ),
+        0,
+    )
+    return np.diff(covered).astype(float)
+
+
+def _lanes(analysis: Analysis) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Disjoint NCCL-kernel and memory-copy intervals per GPU (their own timeline rows)."""
+    kernels = analysis.trace.kernels.filter(pl.col("gpu").is_not_null())
+    nccl = classify_nccl(kernels.select("gpu", "start_ns", "end_ns", "short_name", "name"))
+    nccl = nccl.filter(pl.col("is_nccl") & (pl.col("end_ns") >= pl.col("start_ns")))
+    copies = analysis.trace.memcpy.filter(
+        pl.col("gpu").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns"))
+    )
+    return (
+        union_intervals(nccl.select("gpu", "start_ns", "end_ns"), by="gpu"),
+        union_intervals(copies.select("gpu", "start_ns", "end_ns"), by="gpu"),
+    )
+
+
+def _timeline_view(
+    analysis: Analysis,
+    labels: dict[int, str],
+    lanes: tuple[pl.DataFrame, pl.DataFrame],
+    start: int,
+    end: int,
+    n_bins: int,
+    note: tuple[str, str],
+    lang: Lang,
+) -> TimelineView:
+    busy = analysis.busy
+    assert busy is not None and analysis.gaps is not None
+    windows = busy.windows.sort("gpu")
+    span = max(end - start, 1)
+    n_bins = int(min(n_bins, max(1, span)))
+    bin_ns = -(-span // n_bins)
+    edges = start + np.arange(n_bins + 1, dtype=np.int64) * bin_ns
+
+    def binned(intervals: pl.DataFrame, row: dict[str, Any]) -> tuple[float | None, ...]:
+        share = _binned_busy(intervals, row["gpu"], edges) / bin_ns
+        inside = (edges[1:] > row["window_start_ns"]) & (edges[:-1] < row["window_end_ns"])
+        return tuple(
+            round(float(v), 3) if ok else None for v, ok in zip(share, inside, strict=True)
+        )
+
+    matrix, nccl, copies = [], [], []
+    for row in windows.iter_rows(named=True):
+        matrix.append(binned(busy.intervals, row))
+        has_nccl = lanes[0].filter(pl.col("gpu") == row["gpu"]).height > 0
+        has_copy = lanes[1].filter(pl.col("gpu") == row["gpu"]).height > 0
+        nccl.append(binned(lanes[0], row) if has_nccl else None)
+        copies.append(binned(lanes[1], row) if has_copy else None)
+    gpu_rows = {g: i for i, g in enumerate(windows["gpu"].to_list())}
+    inside = analysis.gaps.gaps.filter((pl.col("end_ns") > start) & (pl.col("start_ns") < end))
+    longest = inside.sort("duration_ns", descending=True).head(TIMELINE_MAX_GAPS)
+    gaps = tuple(
+        (gpu_rows[g], int(s), int(e))
+        for g, s, e in longest.select("gpu", "start_ns", "end_ns").iter_rows()
+    )
+    n_kernels = analysis.trace.kernels.height
+    text = _l(
+        lang,
+        note[0].format(
+            kernels=fmt.count(n_kernels), bins=n_bins, bin=fmt.duration(bin_ns), gaps=len(gaps)
+        ),
+        note[1].format(
+            kernels=fmt.count(n_kernels), bins=n_bins, bin=fmt.duration(bin_ns), gaps=len(gaps)
+        ),
+    )
+    return TimelineView(
+        gpu_labels=tuple(f"GPU {g}" for g in windows["gpu"].to_list()),
+        bin_start_ns=tuple(int(v) for v in edges[:-1]),
+        bin_ns=int(bin_ns),
+        busy_share=tuple(matrix),
+        gaps=gaps,
+        note=text,
+        nccl_share=tuple(nccl) if any(r is not None for r in nccl) else (),
+        copy_share=tuple(copies) if any(r is not None for r in copies) else (),
+    )
+
+
+def timeline_section(
+    analysis: Analysis, labels: dict[int, str], lang: Lang, facts: Facts
+) -> Section:
+    busy = analysis.busy
+    assert busy is not None
+    windows = busy.windows
+    start = int(windows["window_start_ns"].min())  # type: ignore[arg-type]
+    end = int(windows["window_end_ns"].max())  # type: ignore[arg-type]
+    lanes = _lanes(analysis)
+    timeline = _timeline_view(
+        analysis,
+        labels,
+        lanes,
+        start,
+        end,
+        TIMELINE_MAX_BINS,
+        (
+            "{kernels} kernels aggregated into {bins} bins of {bin}; colour = share of the bin the GPU was busy; "
+            "the {gaps} longest gaps are marked.",
+            "{kernels} 个内核被聚合为 {bins} 个时间格，每格 {bin}；颜色表示该格内 GPU 忙碌的比例；标出了最长的 {gaps} 个间隙。",
+        ),
+        lang,
+    )
+    zoom = None
+    span = view_gpu.zoom_span(facts.per_gpu)
+    if span is not None:
+        zoom = _timeline_view(
+            analysis,
+            labels,
+            lanes,
+            span[0],
+            span[1],
+            view_gpu.ZOOM_BINS,
+            (
+                "Zoomed into {bin} bins over a stretch of steady state mid-run, so that the gaps of each GPU and how "
+                "they line up (or do not) across GPUs are visible; the {gaps} longest gaps in it are marked.",
+                "放大到稳态中段的一小段时间，每格 {bin}，以便看清各卡的间隙以及它们在卡间是否对齐；标出了其中最长的 {gaps} 个间隙。",
+            ),
+            lang,
+        )
+    return Section(key="timeline", title=TITLE[lang], timeline=timeline, zoom=zoom)
