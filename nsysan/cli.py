@@ -43,9 +43,15 @@ def dump_json(data: Any) -> str:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="nsysan")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.option(
+    "-q", "--quiet", is_flag=True, help="No progress display (it is shown only on a terminal)."
+)
 @click.pass_context
-def cli(ctx: click.Context, debug: bool) -> None:
+def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
     """Why is a multi-GPU job slower than it should be? Reads Nsight Systems SQLite exports."""
+    from nsysan import progress
+
+    progress.enable(quiet)
     ctx.obj = {"debug": debug}
 
 
@@ -189,9 +195,15 @@ def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) 
     from nsysan.analysis import analyze
     from nsysan.ingest import load_trace
     from nsysan.ingest.ncu import read_ncu_csv
+    from nsysan.progress import phase
 
     ncu = read_ncu_csv(ncu_csv) if ncu_csv else None
-    analysis = analyze(load_trace(list(traces)), settings, ncu=ncu, ncu_path=ncu_csv)
+    names = ", ".join(p.name for p in traces[:3]) + (" ..." if len(traces) > 3 else "")
+    with phase(f"reading {names}"):
+        # Grid and block sizes only serve the Nsight Compute join.
+        trace = load_trace(list(traces), launch_config=ncu is not None)
+    with phase(f"analysing {trace.kernels.height:,} kernels on {trace.gpu_count} GPU(s)"):
+        analysis = analyze(trace, settings, ncu=ncu, ncu_path=ncu_csv)
     # A CSV of another program joins little of the trace: say so (the report does too).
     from nsysan.report.view import ncu_join_warning
 
@@ -287,7 +299,10 @@ def report(
     target = output or _default_report_path(traces)
     refuse_overwrite_inputs([target, json_path], traces, ncu_csv)
     analysis = run_analysis(traces, ncu_csv, build_settings(**options, lang=lang))
-    headline = write_report(analysis, target, lang=lang, json_path=json_path)  # type: ignore[arg-type]
+    from nsysan.progress import phase
+
+    with phase(f"writing {target.name}"):
+        headline = write_report(analysis, target, lang=lang, json_path=json_path)  # type: ignore[arg-type]
     click.echo(headline)
     click.echo(f"wrote {target}")
 

@@ -1,0 +1,135 @@
+"""Whole commands on the 8-GPU workload of ../shared/bench/scale8.py: wall time and peak RSS.
+
+Every event table of the source's steady state is replicated with its kernels (CUDA
+runtime, NVTX, CUPTI sync, copies, MPI, synthesized OS runtime), over 4 processes and 8
+GPUs, so this measures what a user's export costs, not a kernels-only file.
+
+    python benchmarks/command_bench.py --kernels 1000000 --rounds 3
+    python benchmarks/command_bench.py --kernels 5000000 --rounds 3
+
+Rounds are interleaved (floor, nsys stats, info, analyze --json, report, then again), so
+a slow spell of a shared machine hits every command alike; compare ratios from one run.
+Each command runs in its own process; its peak RSS comes from ``os.wait4``. The floor
+is the ``sqlite3`` CLI's GROUP BY deviceId over the kernel table (Python's sqlite3 when
+the CLI is absent). ``nsys stats -r cuda_gpu_kern_sum`` runs on a scratch copy (it
+writes into the file) when ``nsys`` is on PATH. Traces are built once in ``--scratch``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+SOURCE = SHARED / "traces" / "T039-gpu-poisson-solver" / "trace.sqlite"
+FLOOR_SQL = "SELECT deviceId, COUNT(*), SUM(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1"
+
+
+def build(kernels: int, scratch: Path) -> Path:
+    out = scratch / f"t8-k{kernels // 1_000_000}M.sqlite" if kernels >= 1_000_000 else None
+    out = out or scratch / f"t8-k{kernels}.sqlite"
+    if not out.exists():
+        scratch.mkdir(parents=True, exist_ok=True)
+        script = SHARED / "bench" / "scale8.py"
+        subprocess.run(
+            [sys.executable, str(script), str(SOURCE), str(out), "--kernels", str(kernels)],
+            check=True,
+        )
+    return out
+
+
+def run(argv: list[str]) -> tuple[float, float, int]:
+    """Wall seconds, peak RSS (GB) and exit status of one command."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if proc.stderr is not None:
+        proc.stderr.close()
+    return wall, usage.ru_maxrss / 1e6, os.waitstatus_to_exitcode(status)
+
+
+def commands(trace: Path, out: Path) -> dict[str, list[str] | None]:
+    nsysan = [sys.executable, "-m", "nsysan"]
+    sqlite = shutil.which("sqlite3")
+    floor = (
+        [sqlite, "-readonly", str(trace), FLOOR_SQL]
+        if sqlite
+        else [
+            sys.executable,
+            "-c",
+            f"import sqlite3;sqlite3.connect({str(trace)!r}).execute({FLOOR_SQL!r}).fetchall()",
+        ]
+    )
+    nsys = shutil.which("nsys")
+    return {
+        "floor (sqlite3 GROUP BY)": floor,
+        "nsys stats cuda_gpu_kern_sum": (
+            [
+                nsys,
+                "stats",
+                "-q",
+                "-r",
+                "cuda_gpu_kern_sum",
+                "-f",
+                "csv",
+                "-o",
+                str(out / "k"),
+                str(out / "copy.sqlite"),
+            ]
+            if nsys
+            else None
+        ),
+        "nsysan info": [*nsysan, "info", str(trace)],
+        "nsysan analyze --json": [*nsysan, "analyze", str(trace), "-o", str(out / "a.json")],
+        "nsysan report": [*nsysan, "report", str(trace), "-o", str(out / "r.html")],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kernels", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--scratch", type=Path, default=Path("/tmp/nsysan-bench"))
+    args = ap.parse_args()
+    trace = build(args.kernels, args.scratch)
+    results: dict[str, list[tuple[float, float, int]]] = {}
+    with tempfile.TemporaryDirectory(dir=args.scratch) as tmp:
+        out = Path(tmp)
+        cmds = commands(trace, out)
+        for round_ in range(args.rounds):
+            for name, argv in cmds.items():
+                if argv is None:
+                    continue
+                if name.startswith("nsys stats"):
+                    shutil.copyfile(trace, out / "copy.sqlite")
+                results.setdefault(name, []).append(run(argv))
+            print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
+    floor = statistics.median(w for w, _, _ in results["floor (sqlite3 GROUP BY)"])
+    print(f"{trace.name}: {trace.stat().st_size / 2**20:.0f} MiB, {args.rounds} interleaved rounds")
+    print(
+        f"{'command':32} {'wall median':>12} {'min..max':>16} {'x floor':>8} {'peak RSS':>9} exit"
+    )
+    for name, runs in results.items():
+        walls = [w for w, _, _ in runs]
+        median = statistics.median(walls)
+        rss = max(r for _, r, _ in runs)
+        codes = ",".join(sorted({str(c) for _, _, c in runs}))
+        print(
+            f"{name:32} {median:11.2f}s {min(walls):7.2f}..{max(walls):6.2f}s "
+            f"{median / floor:7.2f}x {rss:7.2f}GB {codes}"
+        )
+    if "nsys stats cuda_gpu_kern_sum" not in results:
+        print("nsys not on PATH: nsys stats not measured")
+
+
+if __name__ == "__main__":
+    main()
