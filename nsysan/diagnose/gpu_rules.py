@@ -97,6 +97,16 @@ def _ev(
     return EvidenceItem(metric=metric, label=label, value=value, display=display, source=source)
 
 
+def _gap_share_ev(g: GpuFacts) -> EvidenceItem:
+    return _ev(
+        "gap_share",
+        f"gap share, {g.label}",
+        g.gap_share,
+        percent(g.gap_share),
+        "docs/metrics/gaps.md",
+    )
+
+
 def gpu_list(gpus: Iterable[int], lang: str = "en") -> str:
     """``[0,1,2,3]`` → "GPU 0–3"; ``[1]`` → "GPU 1"; ``[0, 2]`` → "GPU 0, 2"."""
     ids = sorted(set(gpus))
@@ -329,13 +339,7 @@ def host_late_unknown(f: Facts) -> Finding | None:
     evidence = []
     for g in _extremes(hit, lambda g: g.gap_share):
         evidence += [
-            _ev(
-                "gap_share",
-                f"gap share, {g.label}",
-                g.gap_share,
-                percent(g.gap_share),
-                "docs/metrics/gaps.md",
-            ),
+            _gap_share_ev(g),
             _ev(
                 "unattributed_share",
                 f"unattributed share of gap time, {g.label}",
@@ -418,13 +422,7 @@ def small_kernels(f: Facts) -> Finding | None:
                 duration(g.median_gap_ns),
                 "docs/metrics/gaps.md",
             ),
-            _ev(
-                "gap_share",
-                f"gap share, {g.label}",
-                g.gap_share,
-                percent(g.gap_share),
-                "docs/metrics/gaps.md",
-            ),
+            _gap_share_ev(g),
         ]
     return Finding(
         rule_id="small-kernels",
@@ -488,13 +486,7 @@ def gpu_side_gaps(f: Facts) -> Finding | None:
     evidence = []
     for g in _extremes(hit, lambda g: g.gap_share):
         evidence += [
-            _ev(
-                "gap_share",
-                f"gap share, {g.label}",
-                g.gap_share,
-                percent(g.gap_share),
-                "docs/metrics/gaps.md",
-            ),
+            _gap_share_ev(g),
             _ev(
                 "gpu_wait_share",
                 f"GPU-side wait, share of gap time, {g.label}",
