@@ -143,3 +143,33 @@ def test_the_detector_finds_english() -> None:
     assert english_left(page, []) == ["gap", "share"]
     assert english_left("<p>GPU 0 的 SM Active 为 1%</p>", []) == []
     assert pl is not None
+
+
+@pytest.mark.parametrize(
+    ("note", "expected"),
+    [
+        (
+            "h.sqlite: 1 CUPTI_ACTIVITY_KIND_KERNEL row with end 9223372036854775807 (2^63-1), "
+            "more than a day after the capture end (3154332868 ns): ignored",
+            "h.sqlite：CUPTI_ACTIVITY_KIND_KERNEL 中有 1 行end 为 9223372036854775807 (2^63-1)，"
+            "比采集结束（3154332868 ns）晚一天以上：已忽略",
+        ),
+        (
+            "h.sqlite: 12 CUPTI_ACTIVITY_KIND_RUNTIME rows with a text value in start "
+            "(nsys writes integers): ignored",
+            "h.sqlite：CUPTI_ACTIVITY_KIND_RUNTIME 中有 12 行start 为文本值（nsys 只写整数）：已忽略",
+        ),
+        (
+            "3 NVTX_EVENTS rows with no start: ignored",
+            "NVTX_EVENTS 中有 3 行缺少 start：已忽略",
+        ),
+        (
+            "2 NVTX_EVENTS string(s) longer than 16384 bytes were truncated for display",
+            "NVTX_EVENTS 中有 2 个字符串超过 16384 字节，显示时已截断",
+        ),
+    ],
+)
+def test_ingest_notes_on_dropped_rows_are_translated(note: str, expected: str) -> None:
+    from nsysan.report.catalog import translate
+
+    assert translate(note, "zh") == expected

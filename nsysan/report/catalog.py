@@ -172,6 +172,37 @@ ZH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
             r"(GPU \d+): every (\d+) kernels from (\S+) \((.+)\)",
             "{0}：从 {2} 起每 {1} 个内核为一次迭代（{3}）",
         ),
+        # rows dropped at ingest (nsysan.ingest.validate.explain_note)
+        (r"(\d+) (\S+) rows? with no (\S+): ignored", "{1} 中有 {0} 行缺少 {2}：已忽略"),
+        (r"(\d+) (\S+) rows? with (.+): ignored", "{1} 中有 {0} 行{2}：已忽略"),
+        (r"a text value in (\S+) \(nsys writes integers\)", "{0} 为文本值（nsys 只写整数）"),
+        (r"a real value in (\S+) \(nsys writes integers\)", "{0} 为浮点值（nsys 只写整数）"),
+        (r"a blob value in (\S+) \(nsys writes integers\)", "{0} 为二进制值（nsys 只写整数）"),
+        (
+            r"(\S+) (-?\d+)(.*?), more than a day after the capture end \((-?\d+) ns\)",
+            "{0} 为 {1}{2}，比采集结束（{3} ns）晚一天以上",
+        ),
+        (
+            r"(\S+) (-?\d+)(.*?), more than a day before the session start",
+            "{0} 为 {1}{2}，比会话开始早一天以上",
+        ),
+        (
+            r"(\S+) (-?\d+)(.*?), more than a week after the session start",
+            "{0} 为 {1}{2}，比会话开始晚一周以上",
+        ),
+        (r"(\S+) (-?\d+)(.*?), outside (\S+)", "{0} 为 {1}{2}，超出 {3}"),
+        (
+            r"(\d+) (\S+) string\(s\) longer than (\d+) bytes were truncated for display",
+            "{1} 中有 {0} 个字符串超过 {2} 字节，显示时已截断",
+        ),
+        (
+            r"(\d+) GPU metrics sample\(s\) with a non-integer or implausible timestamp or source id: ignored",
+            "{0} 个 GPU 指标采样的时间戳或来源 id 不是整数或不合理：已忽略",
+        ),
+        (
+            r"(\d+) GENERIC_EVENTS GPU metrics sample\(s\) that are not a JSON object or have no valid timestamp: ignored",
+            "{0} 个 GENERIC_EVENTS GPU 指标采样不是 JSON 对象或没有有效时间戳：已忽略",
+        ),
         (r"([^:]+): (.+)", "{0}：{1}"),
     )
 )
