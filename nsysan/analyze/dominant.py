@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from nsysan.intervals import rows_by_unit, sort_if_needed
+
 __all__ = ["DOMINANT_GAP_SHARE", "WARMUP_BUSY_SHARE", "DominantResult", "measure_dominant"]
 
 DOMINANT_GAP_SHARE = 0.25
@@ -59,10 +61,11 @@ def _all_idle(gaps: pl.DataFrame, gpus: list[int], start: int, end: int) -> int:
     """Time in ``[start, end)`` during which every GPU of ``gpus`` is inside a gap."""
     starts: list[np.ndarray] = []
     ends: list[np.ndarray] = []
+    where = rows_by_unit(gaps["gpu"].to_numpy(), gpus)
+    all_starts, all_ends = gaps["start_ns"].to_numpy(), gaps["end_ns"].to_numpy()
     for g in gpus:
-        rows = gaps.filter(pl.col("gpu") == g)
-        s = np.clip(rows["start_ns"].to_numpy(), start, end)
-        e = np.clip(rows["end_ns"].to_numpy(), start, end)
+        s = np.clip(all_starts[where[g]], start, end)
+        e = np.clip(all_ends[where[g]], start, end)
         keep = e > s
         starts.append(s[keep])
         ends.append(e[keep])
@@ -91,9 +94,15 @@ def measure_dominant(
     table = summary.join(
         windows.select("gpu", "window_start_ns", "window_end_ns"), on="gpu", how="inner"
     )
-    for w in table.sort("gpu").iter_rows(named=True):
+    table = table.sort("gpu")
+    # The gaps come grouped by GPU in time order: each GPU's rows are a slice.
+    where = rows_by_unit(gaps["gpu"].to_numpy(), table["gpu"].to_list())
+    for w in table.iter_rows(named=True):
         g = w["gpu"]
-        mine = gaps.filter(pl.col("gpu") == g).sort("start_ns")
+        at = where[g]
+        mine = sort_if_needed(
+            gaps[at] if isinstance(at, slice) else gaps.filter(pl.Series(at)), "start_ns"
+        )
         ws, we, window = int(w["window_start_ns"]), int(w["window_end_ns"]), int(w["window_ns"])
         busy = int(w["busy_ns"] or 0)
         row = {
