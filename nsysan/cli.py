@@ -64,9 +64,9 @@ def info(traces: tuple[Path, ...], as_json: bool) -> None:
     Several files (one per rank or node) are put on one timeline.
     """
     from nsysan.info import render_text, summarize
-    from nsysan.ingest import load_trace
+    from nsysan.ingest import load_census
 
-    summary = summarize(load_trace(list(traces)))
+    summary = summarize(*load_census(list(traces)))
     click.echo(dump_json(summary) if as_json else render_text(summary))
 
 

@@ -6,22 +6,29 @@ text rendering of it. No analysis here: counts, identities, spans, and what is m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
 
 from nsysan import model
-from nsysan.names import is_one_of, values_matching
+from nsysan.ingest import kernel_launch_calls
+from nsysan.ingest.census import TableCensus
 
 INFO_SCHEMA_VERSION = 1
 
 
-def _span(trace: model.Trace) -> tuple[int | None, int | None]:
+def _span(trace: model.Trace, counted: Mapping[str, TableCensus]) -> tuple[int | None, int | None]:
     starts: list[int] = []
     ends: list[int] = []
     for name in ("kernels", "memcpy", "memset", "cuda_api", "nvtx", "osrt"):
         df = trace.table(name)
-        if df.height:
+        if name in counted:
+            c = counted[name]
+            if c.rows and c.start_ns is not None and c.end_ns is not None:
+                starts.append(c.start_ns)
+                ends.append(c.end_ns)
+        elif df.height:
             starts.append(int(df["start_ns"].min()))  # type: ignore[arg-type]
             ends.append(int(df["end_ns"].drop_nulls().max() or df["start_ns"].max()))  # type: ignore[arg-type]
     return (min(starts), max(ends)) if starts else (None, None)
@@ -78,12 +85,22 @@ def _process_rows(trace: model.Trace) -> list[dict[str, Any]]:
     return grouped.join(names, on=["source", "pid"], how="left").sort("source", "pid").to_dicts()
 
 
-def summarize(trace: model.Trace) -> dict[str, Any]:
-    """The JSON-ready summary of what ``trace`` holds."""
-    start, end = _span(trace)
-    counts = {name: trace.table(name).height for name in model.EVENT_TABLES}
-    api = trace.cuda_api
-    launches = api.filter(is_one_of(pl.col("name"), values_matching(api["name"], "Launch"))).height
+def summarize(
+    trace: model.Trace, counted: Mapping[str, TableCensus] | None = None
+) -> dict[str, Any]:
+    """The JSON-ready summary of what ``trace`` holds.
+
+    ``counted``: tables counted instead of read (:func:`nsysan.ingest.load_census`);
+    their counts, spans and launch calls come from there.
+    """
+    counted = counted or {}
+    start, end = _span(trace, counted)
+    counts = {
+        name: counted[name].rows if name in counted else trace.table(name).height
+        for name in model.EVENT_TABLES
+    }
+    api = counted.get("cuda_api")
+    launches = api.launch_calls if api else kernel_launch_calls(trace.cuda_api)
     return {
         "schema_version": INFO_SCHEMA_VERSION,
         "sources": trace.sources.to_dicts(),

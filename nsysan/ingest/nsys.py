@@ -12,12 +12,12 @@ The readers return tables in the file's own time base with ``gpu`` still unset;
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import polars as pl
 
 from nsysan import model
-from nsysan.ingest import validate
+from nsysan.ingest import census, validate
 from nsysan.ingest.sqlite import ExportDB
 
 # Enum labels, hard-coded because exports before schema 3.0 carry no ENUM_* tables
@@ -169,6 +169,17 @@ def read_kernels(
     return _keep_global_pid(_with_source(_gpu_activity(df), source), model.KERNELS)
 
 
+def read_kernel_spans(db: ExportDB, source: int) -> pl.DataFrame:
+    """Kernels with their GPU, process and times only (names null): what ``info`` counts."""
+    wanted = {
+        k: _GPU_ACTIVITY_COLUMNS[k] for k in ("start_ns", "end_ns", "device_id", "global_pid")
+    }
+    df = _read_table(db, "CUPTI_ACTIVITY_KIND_KERNEL", wanted)
+    if df is None:
+        return _empty_with_global_pid(model.KERNELS)
+    return _keep_global_pid(_with_source(_gpu_activity(df), source), model.KERNELS)
+
+
 def read_memcpy(db: ExportDB, source: int) -> pl.DataFrame:
     wanted = dict(_GPU_ACTIVITY_COLUMNS)
     wanted.update(bytes="bytes", copy_kind_id="copyKind")
@@ -228,15 +239,17 @@ def api_name_lookup(strings: pl.DataFrame) -> pl.DataFrame:
     return name_lookup(strings, strip_api_version(pl.col("value")))
 
 
+_API_COLUMNS = {
+    "start_ns": "start",
+    "end_ns": "end",
+    "correlation_id": "correlationId",
+    "name_id": "nameId",
+}
+
+
 def read_cuda_api(db: ExportDB, api_names: pl.DataFrame, source: int) -> pl.DataFrame:
     """CUDA API calls; ``api_names`` is :func:`api_name_lookup` of the file's StringIds."""
-    wanted = {
-        "start_ns": "start",
-        "end_ns": "end",
-        "correlation_id": "correlationId",
-        "name_id": "nameId",
-    }
-    df = _thread_table(db, "CUPTI_ACTIVITY_KIND_RUNTIME", wanted, model.CUDA_API, source)
+    df = _thread_table(db, "CUPTI_ACTIVITY_KIND_RUNTIME", _API_COLUMNS, model.CUDA_API, source)
     if df is None:
         return model.empty_frame(model.CUDA_API)
     df = _resolve(df, api_names, "name_id", "name")
@@ -248,16 +261,18 @@ def read_cuda_api(db: ExportDB, api_names: pl.DataFrame, source: int) -> pl.Data
 _NVTX_BOOKKEEPING = (33, 39, 75, 76)
 
 
+_NVTX_COLUMNS = {
+    "start_ns": "start",
+    "end_ns": "end",
+    "event_type_id": "eventType",
+    "inline_text": "text",
+    "text_id": "textId",
+    "domain_id": "domainId",
+}
+
+
 def read_nvtx(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
-    wanted = {
-        "start_ns": "start",
-        "end_ns": "end",
-        "event_type_id": "eventType",
-        "inline_text": "text",
-        "text_id": "textId",
-        "domain_id": "domainId",
-    }
-    df = _thread_table(db, "NVTX_EVENTS", wanted, model.NVTX, source)
+    df = _thread_table(db, "NVTX_EVENTS", _NVTX_COLUMNS, model.NVTX, source)
     if df is None:
         return model.empty_frame(model.NVTX)
     for col, dtype in (("text_id", pl.Int64), ("domain_id", pl.Int64), ("inline_text", pl.String)):
@@ -281,31 +296,37 @@ def read_nvtx(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
     return model.conform(df, model.NVTX)
 
 
+_OSRT_COLUMNS = {
+    "start_ns": "start",
+    "end_ns": "end",
+    "name_id": "nameId",
+    "nesting_level": "nestingLevel",
+}
+
+
 def read_osrt(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
-    wanted = {
-        "start_ns": "start",
-        "end_ns": "end",
-        "name_id": "nameId",
-        "nesting_level": "nestingLevel",
-    }
-    df = _thread_table(db, "OSRT_API", wanted, model.OSRT, source)
+    df = _thread_table(db, "OSRT_API", _OSRT_COLUMNS, model.OSRT, source)
     if df is None:
         return model.empty_frame(model.OSRT)
     df = _resolve(df, names, "name_id", "name")
     return model.conform(df, model.OSRT)
 
 
+_SCHED_COLUMNS = {"time_ns": "start", "cpu": "cpu", "is_sched_in": "isSchedIn"}
+
+
 def read_sched(db: ExportDB, source: int) -> pl.DataFrame:
-    wanted = {"time_ns": "start", "cpu": "cpu", "is_sched_in": "isSchedIn"}
-    df = _thread_table(db, "SCHED_EVENTS", wanted, model.SCHED, source)
+    df = _thread_table(db, "SCHED_EVENTS", _SCHED_COLUMNS, model.SCHED, source)
     if df is None:
         return model.empty_frame(model.SCHED)
     return model.conform(df, model.SCHED)
 
 
+_OVERHEAD_COLUMNS = {"start_ns": "start", "end_ns": "end", "name_id": "nameId"}
+
+
 def read_overhead(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
-    wanted = {"start_ns": "start", "end_ns": "end", "name_id": "nameId"}
-    df = _thread_table(db, "PROFILER_OVERHEAD", wanted, model.OVERHEAD, source)
+    df = _thread_table(db, "PROFILER_OVERHEAD", _OVERHEAD_COLUMNS, model.OVERHEAD, source)
     if df is None:
         return model.empty_frame(model.OVERHEAD)
     df = _resolve(df, names, "name_id", "name")
@@ -318,6 +339,40 @@ def read_threads(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame
         return model.empty_frame(model.THREADS)
     df = _resolve(df, names, "name_id", "name")
     return model.conform(df.unique(subset=["pid", "tid"], keep="last"), model.THREADS)
+
+
+def census_readers(
+    db: ExportDB, api_names: pl.DataFrame, source: int
+) -> dict[str, Callable[[], pl.DataFrame | census.TableCensus]]:
+    """Per host-side event table, a census in place of its reader (``nsysan info``),
+    and kernels without their names.
+
+    Each reads what its reader reads (same columns, checks and filters), so the counts
+    are the heights a full read would give.
+    """
+    thread = {"global_tid": "globalTid"}
+    launch_ids = api_names.filter(pl.col("value").cast(pl.String).str.contains("Launch"))["id"]
+    bookkeeping = ", ".join(str(t) for t in _NVTX_BOOKKEEPING)
+    return {
+        "kernels": lambda: read_kernel_spans(db, source),
+        "cuda_api": lambda: census.census_table(
+            db,
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            {**_API_COLUMNS, **thread},
+            launch_name_ids=launch_ids.to_list(),
+        ),
+        "nvtx": lambda: census.census_table(
+            db,
+            "NVTX_EVENTS",
+            {**_NVTX_COLUMNS, **thread},
+            keep=("event_type_id", f'"event_type_id" NOT IN ({bookkeeping})'),
+        ),
+        "osrt": lambda: census.census_table(db, "OSRT_API", {**_OSRT_COLUMNS, **thread}),
+        "sched": lambda: census.census_table(db, "SCHED_EVENTS", {**_SCHED_COLUMNS, **thread}),
+        "overhead": lambda: census.census_table(
+            db, "PROFILER_OVERHEAD", {**_OVERHEAD_COLUMNS, **thread}
+        ),
+    }
 
 
 def read_processes(db: ExportDB, source: int) -> pl.DataFrame:
