@@ -78,6 +78,8 @@ from nsysan.analyze.host_loops import (
     find_rows,
     first_largest,
     gather_sorted,
+    innermost_ranges,
+    interval_overlaps,
     time_per_cause,
 )
 from nsysan.intervals import sort_if_needed
@@ -839,34 +841,29 @@ def _with_cause(segments: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _named(segments: pl.DataFrame, trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
-    """The ``segments`` inside NVTX ranges, in order, with ``nvtx_text`` (innermost range)."""
-    ranges = _nvtx_ranges(trace, threads)
-    latest = ranges.select(
-        _TH, "start_ns", pl.col("_range_end").alias("_any_end"), pl.col("text").alias("_any_text")
+    """The ``segments`` inside NVTX ranges, in order, with ``nvtx_text`` (innermost range).
+
+    Only ranges that cross instead of nesting can leave a segment without one
+    innermost range (:func:`~nsysan.analyze.host_loops.innermost_ranges`): it is
+    then named :data:`NVTX_CROSSING`.
+    """
+    ranges = _sorted(_nvtx_ranges(trace, threads), [_TH, "start_ns"]).collect(engine=_ENGINE)
+    inside = _with_cause(segments.lazy().filter(pl.col("_depth") > 0)).collect(engine=_ENGINE)
+    found = innermost_ranges(
+        [inside[c].to_numpy() for c in (_TH, "start_ns", "end_ns", "_depth")],
+        [ranges[c].to_numpy() for c in (_TH, "start_ns", "_range_end", "_depth")],
     )
-    # The segments are sorted by start within each thread, which is all the as-of
-    # joins by thread need; their order is kept.
-    return (
-        _with_cause(segments.lazy().filter(pl.col("_depth") > 0))
-        .join_asof(
-            ranges, on="start_ns", by=[_TH, "_depth"], strategy="backward", check_sortedness=False
-        )
-        .join_asof(latest, on="start_ns", by=_TH, strategy="backward", check_sortedness=False)
-        .select(
-            _TH,
-            "start_ns",
-            "end_ns",
-            "cause",
-            pl.when(pl.col("_range_end") >= pl.col("end_ns"))
-            .then(pl.col("text"))
-            # Only ranges that cross instead of nesting get here: the most recently
-            # opened range if it is still open, else no single innermost range.
-            .when(pl.col("_any_end") >= pl.col("end_ns"))
-            .then(pl.col("_any_text"))
-            .otherwise(pl.lit(NVTX_CROSSING))
-            .alias("nvtx_text"),
-        )
-        .collect(engine=_ENGINE)
+    rows = pl.Series(found)
+    text = ranges["text"].gather(rows.set(rows < 0, 0)) if ranges.height else None
+    crossing = pl.lit(NVTX_CROSSING).cast(ranges.schema["text"])
+    return inside.select(
+        _TH,
+        "start_ns",
+        "end_ns",
+        "cause",
+        pl.when(pl.lit(rows) >= 0).then(pl.lit(text)).otherwise(crossing).alias("nvtx_text")
+        if text is not None
+        else crossing.alias("nvtx_text"),
     )
 
 
@@ -925,56 +922,21 @@ def _overlaps(portions: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame:
     """Interval join: ``_gap, cause, nvtx_text, overlap_ns`` for each portion x segment overlap.
 
     ``portions`` (``_gap, _th, start_ns, end_ns``) may overlap one another;
-    ``segments`` are disjoint per thread and sorted by ``_th, start_ns``. Each
-    portion meets a contiguous run of its thread's segments, found with two as-of
-    joins and expanded.
+    ``segments`` are disjoint per thread and sorted by ``_th, start_ns``
+    (:func:`~nsysan.analyze.host_loops.interval_overlaps`).
     """
-    segs = segments.with_row_index("_i")
-    starts = segs.lazy().select(_TH, pl.col("start_ns").alias("_s"), "_i")
-    first_of_thread = starts.filter(_run_starts([_TH])).select(_TH, pl.col("_i").alias("_i_first"))
-    runs = (
-        portions.lazy()
-        .select(
-            "_gap",
-            _TH,
-            pl.col("start_ns").alias("_a"),
-            pl.col("end_ns").alias("_b"),
-            (pl.col("end_ns") - 1).alias("_b_last"),
-        )
-        .sort("_a")
-        .join_asof(
-            starts, left_on="_a", right_on="_s", by=_TH, strategy="backward", check_sortedness=False
-        )
-        .rename({"_i": "_i0"})
-        .drop("_s")
-        .sort("_b_last")
-        .join_asof(
-            starts,
-            left_on="_b_last",
-            right_on="_s",
-            by=_TH,
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .rename({"_i": "_i1"})
-        .join(first_of_thread, on=_TH, how="left")
-        .with_columns(pl.coalesce("_i0", "_i_first").alias("_i0"))
-        .filter(pl.col("_i1").is_not_null() & (pl.col("_i1") >= pl.col("_i0")))
-        .select(
-            "_gap", "_a", "_b", pl.int_ranges("_i0", pl.col("_i1") + 1, dtype=pl.UInt32).alias("_i")
-        )
-        .explode("_i")
-        .collect(engine=_ENGINE)
+    cols = (_TH, "start_ns", "end_ns")
+    portion, segment, overlap = interval_overlaps(
+        [segments[c].to_numpy() for c in cols], [portions[c].to_numpy() for c in cols]
     )
-    # Row numbers index the segments directly: a gather, not a join.
-    met = segs.select("start_ns", "end_ns", "cause", "nvtx_text")[runs["_i"]]
-    overlap = pl.min_horizontal("end_ns", "_b") - pl.max_horizontal("start_ns", "_a")
-    return (
-        pl.concat([runs, met], how="horizontal")
-        .lazy()
-        .select("_gap", "cause", "nvtx_text", overlap.alias("overlap_ns"))
-        .filter(pl.col("overlap_ns") > 0)
-        .collect(engine=_ENGINE)
+    # Row numbers index both tables directly: gathers, not joins.
+    return pl.DataFrame(
+        [
+            portions["_gap"].gather(portion),
+            segments["cause"].gather(segment),
+            segments["nvtx_text"].gather(segment),
+            pl.Series("overlap_ns", overlap),
+        ]
     )
 
 

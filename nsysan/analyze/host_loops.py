@@ -30,6 +30,8 @@ __all__ = [
     "find_rows",
     "first_largest",
     "gather_sorted",
+    "innermost_ranges",
+    "interval_overlaps",
     "time_per_cause",
 ]
 
@@ -383,4 +385,105 @@ def find_rows(table, rows, queries):  # type: ignore[no-untyped-def]
         at = _last_at_or_before(table, 0, n, at, queries[k])
         if table[at] == queries[k]:
             found[k] = rows[at]
+    return found
+
+
+def interval_overlaps(
+    segments: Sequence[np.ndarray], portions: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (portion, segment) pair that overlaps: portion row, segment row, overlap.
+
+    ``segments`` (thread, start, end) are disjoint per thread and sorted by thread
+    then start, so their ends rise too; ``portions`` (thread, start, end) may be in
+    any order and overlap one another. Each portion searches its thread's segments
+    once and walks the run it meets: one pass, no table of candidate pairs.
+    """
+    seg_th, seg_start, seg_end = (np.ascontiguousarray(a, dtype=np.int64) for a in segments)
+    por_th, por_start, por_end = (np.ascontiguousarray(a, dtype=np.int64) for a in portions)
+    counts = _overlap_counts(seg_th, seg_start, seg_end, por_th, por_start, por_end)
+    return _overlap_pairs(seg_th, seg_start, seg_end, por_th, por_start, por_end, counts)
+
+
+@_compiled
+def _first_meeting(seg_th, seg_start, seg_end, th, start):  # type: ignore[no-untyped-def]
+    """The first segment of thread ``th`` ending after ``start``, and its thread's end row."""
+    lo = np.searchsorted(seg_th, th, side="left")
+    hi = np.searchsorted(seg_th, th, side="right")
+    first = lo + np.searchsorted(seg_end[lo:hi], start, side="right")
+    return first, hi
+
+
+@_compiled
+def _overlap_counts(seg_th, seg_start, seg_end, por_th, por_start, por_end):  # type: ignore[no-untyped-def]
+    counts = np.zeros(len(por_th), dtype=np.int64)
+    for p in range(len(por_th)):
+        i, hi = _first_meeting(seg_th, seg_start, seg_end, por_th[p], por_start[p])
+        n = 0
+        while i < hi and seg_start[i] < por_end[p]:
+            if min(seg_end[i], por_end[p]) > max(seg_start[i], por_start[p]):
+                n += 1
+            i += 1
+        counts[p] = n
+    return counts
+
+
+@_compiled
+def _overlap_pairs(seg_th, seg_start, seg_end, por_th, por_start, por_end, counts):  # type: ignore[no-untyped-def]
+    total = counts.sum()
+    portion = np.empty(total, dtype=np.int64)
+    segment = np.empty(total, dtype=np.int64)
+    overlap = np.empty(total, dtype=np.int64)
+    k = 0
+    for p in range(len(por_th)):
+        i, hi = _first_meeting(seg_th, seg_start, seg_end, por_th[p], por_start[p])
+        while i < hi and seg_start[i] < por_end[p]:
+            o = min(seg_end[i], por_end[p]) - max(seg_start[i], por_start[p])
+            if o > 0:
+                portion[k], segment[k], overlap[k] = p, i, o
+                k += 1
+            i += 1
+    return portion, segment, overlap
+
+
+def innermost_ranges(segments: Sequence[np.ndarray], ranges: Sequence[np.ndarray]) -> np.ndarray:
+    """Per segment, the row of the innermost NVTX range holding it; -1 where ranges cross.
+
+    ``segments`` (thread, start, end, depth > 0) and ``ranges`` (thread, start, end,
+    depth) are sorted by thread then start (ranges opened at one instant outermost
+    first). The candidate is the last range opened at or before the segment's start
+    at the segment's depth; when it ended before the segment ends (ranges that cross
+    instead of nesting), the most recently opened range if it still holds the
+    segment; else none.
+    """
+    s_th, s_start, s_end, s_depth = (np.ascontiguousarray(a, dtype=np.int64) for a in segments)
+    r_th, r_start, r_end, r_depth = (np.ascontiguousarray(a, dtype=np.int64) for a in ranges)
+    return _innermost_ranges(s_th, s_start, s_end, s_depth, r_th, r_start, r_end, r_depth)
+
+
+@_compiled
+def _innermost_ranges(s_th, s_start, s_end, s_depth, r_th, r_start, r_end, r_depth):  # type: ignore[no-untyped-def]
+    found = np.full(len(s_th), -1, dtype=np.int64)
+    deepest = max(1, r_depth.max() + 1) if len(r_depth) else 1
+    last_at_depth = np.full(deepest, -1, dtype=np.int64)
+    latest = -1
+    thread = -1
+    j = 0
+    for i in range(len(s_th)):
+        if s_th[i] != thread:
+            thread = s_th[i]
+            last_at_depth[:] = -1
+            latest = -1
+            while j < len(r_th) and r_th[j] < thread:
+                j += 1
+        while j < len(r_th) and r_th[j] == thread and r_start[j] <= s_start[i]:
+            if r_depth[j] > 0:
+                last_at_depth[r_depth[j]] = j
+            latest = j
+            j += 1
+        d = s_depth[i]
+        candidate = last_at_depth[d] if d < deepest else -1
+        if candidate >= 0 and r_end[candidate] >= s_end[i]:
+            found[i] = candidate
+        elif latest >= 0 and r_end[latest] >= s_end[i]:
+            found[i] = latest
     return found
