@@ -79,8 +79,8 @@ from nsysan.analyze.host_loops import (
     first_largest,
     gather_sorted,
     innermost_ranges,
-    interval_overlaps,
     time_per_cause,
+    time_per_text,
 )
 from nsysan.intervals import sort_if_needed
 from nsysan.model import Capabilities, Trace
@@ -918,28 +918,6 @@ def _time_in(portions: pl.DataFrame, segments: pl.DataFrame, gaps: int) -> dict[
     return dict(zip(names, spent, strict=True))
 
 
-def _overlaps(portions: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame:
-    """Interval join: ``_gap, cause, nvtx_text, overlap_ns`` for each portion x segment overlap.
-
-    ``portions`` (``_gap, _th, start_ns, end_ns``) may overlap one another;
-    ``segments`` are disjoint per thread and sorted by ``_th, start_ns``
-    (:func:`~nsysan.analyze.host_loops.interval_overlaps`).
-    """
-    cols = (_TH, "start_ns", "end_ns")
-    portion, segment, overlap = interval_overlaps(
-        [segments[c].to_numpy() for c in cols], [portions[c].to_numpy() for c in cols]
-    )
-    # Row numbers index both tables directly: gathers, not joins.
-    return pl.DataFrame(
-        [
-            portions["_gap"].gather(portion),
-            segments["cause"].gather(segment),
-            segments["nvtx_text"].gather(segment),
-            pl.Series("overlap_ns", overlap),
-        ]
-    )
-
-
 def _clamp(col: str) -> pl.Expr:
     return pl.min_horizontal(pl.max_horizontal(pl.col(col), "start_ns"), "end_ns")
 
@@ -1091,19 +1069,35 @@ def _largest(columns: Sequence[str], names: Sequence[str]) -> pl.Expr:
     ).replace_strict(list(range(len(names))), list(names), return_dtype=pl.String)
 
 
-def _text_time(hits: pl.DataFrame) -> pl.DataFrame:
-    """Per gap and innermost NVTX text: ``covered_ns`` and ``nvtx_ns`` (from named hits)."""
+def _text_time(portions: pl.DataFrame, named: pl.DataFrame) -> pl.DataFrame:
+    """Per gap and innermost NVTX text: ``covered_ns`` and ``nvtx_ns``.
+
+    ``portions`` (``_gap, _th, start_ns, end_ns``) may overlap one another; ``named``
+    are :func:`_named` segments (disjoint per thread, sorted by ``_th, start_ns``).
+    ``covered_ns`` is the portion time inside ranges of that text, any cause;
+    ``nvtx_ns`` the part of it attributed to the ``nvtx`` cause.
+    """
+    cols = (_TH, "start_ns", "end_ns")
+    portion, first, covered, nvtx = time_per_text(
+        [
+            *(named[c].to_numpy() for c in cols),
+            named["nvtx_text"].to_physical().to_numpy(),
+            (named["cause"] == "nvtx").to_numpy(),
+        ],
+        [portions[c].to_numpy() for c in cols],
+    )
+    # A gap with several portions (threads) adds them up.
     return (
-        hits.lazy()
-        .with_columns(
-            pl.when(pl.col("cause") == "nvtx").then(pl.col("overlap_ns")).otherwise(0).alias("_n")
+        pl.DataFrame(
+            [
+                portions["_gap"].gather(portion),
+                named["nvtx_text"].gather(first),
+                pl.Series("covered_ns", covered),
+                pl.Series("nvtx_ns", nvtx),
+            ]
         )
         .group_by("_gap", "nvtx_text")
-        .agg(
-            pl.col("overlap_ns").sum().alias("covered_ns"),
-            pl.col("_n").sum().alias("nvtx_ns"),
-        )
-        .collect(engine=_ENGINE)
+        .agg(pl.col("covered_ns").sum(), pl.col("nvtx_ns").sum())
     )
 
 
@@ -1154,7 +1148,7 @@ def attribute_gaps(
     spent = _time_in(portions, segments, table.height)
     # Only portions with time inside NVTX ranges need the costlier interval join.
     in_ranges = portions.filter(spent.pop("_nvtx_ns")[portions["_gap"].to_numpy()] > 0)
-    text_time = _text_time(_overlaps(in_ranges, _named(segments, trace, threads)))
+    text_time = _text_time(in_ranges, _named(segments, trace, threads))
     table, constant = _split(table, spent, text_time, has_api, no_host_data)
 
     feed = [

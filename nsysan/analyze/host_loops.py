@@ -31,8 +31,8 @@ __all__ = [
     "first_largest",
     "gather_sorted",
     "innermost_ranges",
-    "interval_overlaps",
     "time_per_cause",
+    "time_per_text",
 ]
 
 
@@ -388,61 +388,91 @@ def find_rows(table, rows, queries):  # type: ignore[no-untyped-def]
     return found
 
 
-def interval_overlaps(
+def time_per_text(
     segments: Sequence[np.ndarray], portions: Sequence[np.ndarray]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every (portion, segment) pair that overlaps: portion row, segment row, overlap.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per portion and text, the time of the segments with that text inside the portion.
 
-    ``segments`` (thread, start, end) are disjoint per thread and sorted by thread
-    then start, so their ends rise too; ``portions`` (thread, start, end) may be in
-    any order and overlap one another. Each portion searches its thread's segments
-    once and walks the run it meets: one pass, no table of candidate pairs.
+    ``segments``: thread, start, end, text (an integer code), counted (whether the
+    time also counts as ``counted_ns``); disjoint per thread and sorted by thread then
+    start, so their ends rise too. ``portions``: thread, start, end, in any order and
+    possibly overlapping one another. Returns, one row per (portion, text) met:
+    the portion's row, the row of the first segment with that text (to name it),
+    ``covered_ns`` and ``counted_ns``. Each portion searches its thread's segments
+    once and walks the run it meets; no table of (portion, segment) pairs is built.
     """
-    seg_th, seg_start, seg_end = (np.ascontiguousarray(a, dtype=np.int64) for a in segments)
-    por_th, por_start, por_end = (np.ascontiguousarray(a, dtype=np.int64) for a in portions)
-    counts = _overlap_counts(seg_th, seg_start, seg_end, por_th, por_start, por_end)
-    return _overlap_pairs(seg_th, seg_start, seg_end, por_th, por_start, por_end, counts)
+    th, start, end, text = (np.ascontiguousarray(a, dtype=np.int64) for a in segments[:4])
+    counted = np.ascontiguousarray(segments[4], dtype=np.bool_)
+    p_th, p_start, p_end = (np.ascontiguousarray(a, dtype=np.int64) for a in portions)
+    rows = _texts_met(th, start, end, text, p_th, p_start, p_end)
+    return _text_totals(th, start, end, text, counted, p_th, p_start, p_end, rows)
 
 
 @_compiled
-def _first_meeting(seg_th, seg_start, seg_end, th, start):  # type: ignore[no-untyped-def]
+def _first_meeting(seg_th, seg_end, th, start):  # type: ignore[no-untyped-def]
     """The first segment of thread ``th`` ending after ``start``, and its thread's end row."""
     lo = np.searchsorted(seg_th, th, side="left")
     hi = np.searchsorted(seg_th, th, side="right")
-    first = lo + np.searchsorted(seg_end[lo:hi], start, side="right")
-    return first, hi
+    return lo + np.searchsorted(seg_end[lo:hi], start, side="right"), hi
 
 
 @_compiled
-def _overlap_counts(seg_th, seg_start, seg_end, por_th, por_start, por_end):  # type: ignore[no-untyped-def]
-    counts = np.zeros(len(por_th), dtype=np.int64)
-    for p in range(len(por_th)):
-        i, hi = _first_meeting(seg_th, seg_start, seg_end, por_th[p], por_start[p])
+def _texts_met(th, start, end, text, p_th, p_start, p_end):  # type: ignore[no-untyped-def]
+    """Distinct texts per portion: its rows in the output."""
+    rows = np.zeros(len(p_th), dtype=np.int64)
+    seen = np.empty(0, dtype=np.int64)
+    for p in range(len(p_th)):
+        i, hi = _first_meeting(th, end, p_th[p], p_start[p])
+        first = i
+        while i < hi and start[i] < p_end[p]:
+            i += 1
+        if len(seen) < i - first:
+            seen = np.empty(2 * (i - first), dtype=np.int64)
         n = 0
-        while i < hi and seg_start[i] < por_end[p]:
-            if min(seg_end[i], por_end[p]) > max(seg_start[i], por_start[p]):
+        for k in range(first, i):
+            if min(end[k], p_end[p]) <= max(start[k], p_start[p]):
+                continue
+            known = False
+            for m in range(n):
+                if seen[m] == text[k]:
+                    known = True
+                    break
+            if not known:
+                seen[n] = text[k]
                 n += 1
-            i += 1
-        counts[p] = n
-    return counts
+        rows[p] = n
+    return rows
 
 
 @_compiled
-def _overlap_pairs(seg_th, seg_start, seg_end, por_th, por_start, por_end, counts):  # type: ignore[no-untyped-def]
-    total = counts.sum()
+def _text_totals(th, start, end, text, counted, p_th, p_start, p_end, rows):  # type: ignore[no-untyped-def]
+    total = rows.sum()
     portion = np.empty(total, dtype=np.int64)
-    segment = np.empty(total, dtype=np.int64)
-    overlap = np.empty(total, dtype=np.int64)
-    k = 0
-    for p in range(len(por_th)):
-        i, hi = _first_meeting(seg_th, seg_start, seg_end, por_th[p], por_start[p])
-        while i < hi and seg_start[i] < por_end[p]:
-            o = min(seg_end[i], por_end[p]) - max(seg_start[i], por_start[p])
+    first_segment = np.empty(total, dtype=np.int64)
+    covered = np.zeros(total, dtype=np.int64)
+    counted_ns = np.zeros(total, dtype=np.int64)
+    out = 0
+    for p in range(len(p_th)):
+        i, hi = _first_meeting(th, end, p_th[p], p_start[p])
+        n = 0  # texts of this portion so far: rows out .. out + n
+        while i < hi and start[i] < p_end[p]:
+            o = min(end[i], p_end[p]) - max(start[i], p_start[p])
             if o > 0:
-                portion[k], segment[k], overlap[k] = p, i, o
-                k += 1
+                at = -1
+                for m in range(n):
+                    if text[first_segment[out + m]] == text[i]:
+                        at = out + m
+                        break
+                if at < 0:
+                    at = out + n
+                    n += 1
+                    portion[at], first_segment[at] = p, i
+                covered[at] += o
+                if counted[i]:
+                    counted_ns[at] += o
             i += 1
-    return portion, segment, overlap
+        out += n
+    return portion, first_segment, covered, counted_ns
 
 
 def innermost_ranges(segments: Sequence[np.ndarray], ranges: Sequence[np.ndarray]) -> np.ndarray:
