@@ -794,28 +794,7 @@ def _cause_segments(
     end_ns``), only the time inside them: on a busy host the whole timeline has
     several segments per kernel, most of them where no gap ever looks.
     """
-    plans = _layers(trace, threads, signature)
-    layers = dict(zip(plans, pl.collect_all(plans.values(), engine=_ENGINE), strict=True))
-    streams = EdgeStreams()
-    for number, cause in enumerate(HOST_CAUSES):
-        layer = layers[cause]
-        if not layer.is_empty():
-            streams.add_layer(
-                number,
-                layer[_TH].to_numpy(),
-                layer["start_ns"].to_numpy(),
-                layer["end_ns"].to_numpy(),
-            )
-    nvtx_layer = HOST_CAUSES.index("nvtx") if not layers["nvtx"].is_empty() else -1
-    window_layer = -1
-    if portions is not None:
-        window_layer = len(HOST_CAUSES)
-        streams.add_layer(
-            window_layer,
-            portions[_TH].to_numpy(),
-            portions["start_ns"].to_numpy(),
-            portions["end_ns"].to_numpy(),
-        )
+    streams, nvtx_layer, window_layer = _edge_streams(trace, threads, signature, portions)
     th, start, end, cause, depth = cause_segments(
         streams, len(HOST_CAUSES), nvtx_layer, window_layer
     )
@@ -828,6 +807,43 @@ def _cause_segments(
             "_depth": depth,
         }
     )
+
+
+def _edge_streams(
+    trace: Trace,
+    threads: pl.DataFrame,
+    signature: pl.DataFrame,
+    portions: pl.DataFrame | None,
+) -> tuple[EdgeStreams, int, int]:
+    """The cause layers' (and the portions') edges; the NVTX and window layer numbers.
+
+    The layer tables are gone when this returns: only their edges stay for the sweep.
+    """
+    plans = _layers(trace, threads, signature)
+    layers = dict(zip(plans, pl.collect_all(plans.values(), engine=_ENGINE), strict=True))
+    streams = EdgeStreams()
+    nvtx_layer = -1
+    for number, cause in enumerate(HOST_CAUSES):
+        layer = layers.pop(cause)
+        if not layer.is_empty():
+            streams.add_layer(
+                number,
+                layer[_TH].to_numpy(),
+                layer["start_ns"].to_numpy(),
+                layer["end_ns"].to_numpy(),
+            )
+        if cause == "nvtx" and not layer.is_empty():
+            nvtx_layer = number
+    window_layer = -1
+    if portions is not None:
+        window_layer = len(HOST_CAUSES)
+        streams.add_layer(
+            window_layer,
+            portions[_TH].to_numpy(),
+            portions["start_ns"].to_numpy(),
+            portions["end_ns"].to_numpy(),
+        )
+    return streams, nvtx_layer, window_layer
 
 
 def _with_cause(segments: pl.LazyFrame) -> pl.LazyFrame:

@@ -68,15 +68,22 @@ class EdgeStreams:
             self.layers.append(layer)
             self.steps.append(step)
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """All streams end to end: threads, times, and where each stream starts (plus the end)."""
+    def take_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """All streams end to end: threads, times, and where each stream starts (plus the end).
+
+        The streams are handed over (the object is empty afterwards), so their
+        separate copies are freed before the sweep allocates its output.
+        """
         offsets = np.zeros(len(self._times) + 1, dtype=np.int64)
         np.cumsum([len(t) for t in self._times], out=offsets[1:])
         if not self._times:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), offsets
         # Thread numbers keep their (narrow) type: these are tens of millions of edges.
         threads = np.concatenate(self._threads)
-        return threads, np.concatenate(self._times).astype(np.int64, copy=False), offsets
+        self._threads = []
+        times = np.concatenate(self._times).astype(np.int64, copy=False)
+        self._times, self.layers, self.steps = [], [], []
+        return threads, times, offsets
 
 
 def _thread_time_order(thread: np.ndarray, times: np.ndarray) -> np.ndarray | None:
@@ -114,13 +121,14 @@ def cause_segments(
     inside at least one of that layer's intervals gives segments: the rest of the
     timeline, which no host portion reads, is never stored.
     """
-    threads, times, offsets = streams.arrays()
+    layers, steps = streams.layers, streams.steps
+    threads, times, offsets = streams.take_arrays()
     return _sweep(
         threads,
         times,
         offsets,
-        np.asarray(streams.layers, dtype=np.int64),
-        np.asarray(streams.steps, dtype=np.int64),
+        np.asarray(layers, dtype=np.int64),
+        np.asarray(steps, dtype=np.int64),
         layer_count,
         depth_layer,
         window_layer,
