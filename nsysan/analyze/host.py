@@ -856,30 +856,49 @@ def _with_cause(segments: pl.LazyFrame) -> pl.LazyFrame:
     ).drop("_cause")
 
 
-def _named(segments: pl.DataFrame, trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
-    """The ``segments`` inside NVTX ranges, in order, with ``nvtx_text`` (innermost range).
+# Innermost-range rows of segments: no range holds the segment / ranges cross there.
+_OUTSIDE, _CROSSING = -2, -1
 
-    Only ranges that cross instead of nesting can leave a segment without one
-    innermost range (:func:`~nsysan.analyze.host_loops.innermost_ranges`): it is
-    then named :data:`NVTX_CROSSING`.
+
+def _innermost(
+    segments: pl.DataFrame, trace: Trace, threads: pl.DataFrame
+) -> tuple[pl.DataFrame, np.ndarray]:
+    """The feeding threads' NVTX ranges and, per segment, the row of its innermost one.
+
+    The row is :data:`_OUTSIDE` for segments in no range (depth 0) and
+    :data:`_CROSSING` where ranges cross instead of nesting and no single range is
+    innermost (:func:`~nsysan.analyze.host_loops.innermost_ranges`).
     """
     ranges = _sorted(_nvtx_ranges(trace, threads), [_TH, "start_ns"]).collect(engine=_ENGINE)
-    inside = _with_cause(segments.lazy().filter(pl.col("_depth") > 0)).collect(engine=_ENGINE)
-    found = innermost_ranges(
-        [inside[c].to_numpy() for c in (_TH, "start_ns", "end_ns", "_depth")],
+    inside = segments["_depth"].to_numpy() > 0
+    found = np.full(segments.height, _OUTSIDE, dtype=np.int64)
+    found[inside] = innermost_ranges(
+        [segments[c].to_numpy()[inside] for c in (_TH, "start_ns", "end_ns", "_depth")],
         [ranges[c].to_numpy() for c in (_TH, "start_ns", "_range_end", "_depth")],
     )
-    rows = pl.Series(found)
-    text = ranges["text"].gather(rows.set(rows < 0, 0)) if ranges.height else None
-    crossing = pl.lit(NVTX_CROSSING).cast(ranges.schema["text"])
-    return inside.select(
-        _TH,
-        "start_ns",
-        "end_ns",
-        "cause",
-        pl.when(pl.lit(rows) >= 0).then(pl.lit(text)).otherwise(crossing).alias("nvtx_text")
-        if text is not None
-        else crossing.alias("nvtx_text"),
+    return ranges, found
+
+
+def _range_texts(ranges: pl.DataFrame, rows: np.ndarray) -> pl.Series:
+    """``nvtx_text`` of range ``rows`` (:data:`NVTX_CROSSING` for :data:`_CROSSING`)."""
+    dtype = ranges.schema["text"]
+    crossing = pl.lit(NVTX_CROSSING).cast(dtype)
+    if not ranges.height:
+        return pl.select(pl.repeat(crossing, len(rows))).to_series().alias("nvtx_text")
+    at = pl.Series(rows)
+    text = ranges["text"].gather(at.set(at < 0, 0))
+    return pl.select(
+        pl.when(pl.lit(at) >= 0).then(pl.lit(text)).otherwise(crossing).alias("nvtx_text")
+    ).to_series()
+
+
+def _named(segments: pl.DataFrame, trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
+    """The ``segments`` inside NVTX ranges, in order, with ``nvtx_text`` (innermost range)."""
+    ranges, found = _innermost(segments, trace, threads)
+    inside = found != _OUTSIDE
+    named = _with_cause(segments.lazy().filter(pl.Series(inside))).collect(engine=_ENGINE)
+    return named.select(_TH, "start_ns", "end_ns", "cause").with_columns(
+        _range_texts(ranges, found[inside])
     )
 
 
@@ -1085,20 +1104,27 @@ def _largest(columns: Sequence[str], names: Sequence[str]) -> pl.Expr:
     ).replace_strict(list(range(len(names))), list(names), return_dtype=pl.String)
 
 
-def _text_time(portions: pl.DataFrame, named: pl.DataFrame) -> pl.DataFrame:
+def _text_time(
+    portions: pl.DataFrame, segments: pl.DataFrame, trace: Trace, threads: pl.DataFrame
+) -> pl.DataFrame:
     """Per gap and innermost NVTX text: ``covered_ns`` and ``nvtx_ns``.
 
-    ``portions`` (``_gap, _th, start_ns, end_ns``) may overlap one another; ``named``
-    are :func:`_named` segments (disjoint per thread, sorted by ``_th, start_ns``).
-    ``covered_ns`` is the portion time inside ranges of that text, any cause;
-    ``nvtx_ns`` the part of it attributed to the ``nvtx`` cause.
+    ``portions`` (``_gap, _th, start_ns, end_ns``) may overlap one another;
+    ``segments`` are :func:`_cause_segments` (disjoint per thread, sorted by ``_th,
+    start_ns``). ``covered_ns`` is the portion time inside ranges of that text, any
+    cause; ``nvtx_ns`` the part of it attributed to the ``nvtx`` cause.
     """
+    ranges, found = _innermost(segments, trace, threads)
+    # A text is a range's category code; crossing ranges get one code of their own,
+    # and segments outside every range are left out of the sweep.
+    codes = ranges["text"].to_physical().cast(pl.Int64).to_numpy()
+    text = np.where(found >= 0, codes[np.maximum(found, 0)] if len(codes) else 0, found)
     cols = (_TH, "start_ns", "end_ns")
     portion, first, covered, nvtx = time_per_text(
         [
-            *(named[c].to_numpy() for c in cols),
-            named["nvtx_text"].to_physical().to_numpy(),
-            (named["cause"] == "nvtx").to_numpy(),
+            *(segments[c].to_numpy() for c in cols),
+            text,
+            segments["_cause"].to_numpy() == HOST_CAUSES.index("nvtx"),
         ],
         [portions[c].to_numpy() for c in cols],
     )
@@ -1107,7 +1133,7 @@ def _text_time(portions: pl.DataFrame, named: pl.DataFrame) -> pl.DataFrame:
         pl.DataFrame(
             [
                 portions["_gap"].gather(portion),
-                named["nvtx_text"].gather(first),
+                _range_texts(ranges, found[first]),
                 pl.Series("covered_ns", covered),
                 pl.Series("nvtx_ns", nvtx),
             ]
@@ -1164,7 +1190,7 @@ def attribute_gaps(
     spent = _time_in(portions, segments, table.height)
     # Only portions with time inside NVTX ranges need the costlier interval join.
     in_ranges = portions.filter(spent.pop("_nvtx_ns")[portions["_gap"].to_numpy()] > 0)
-    text_time = _text_time(in_ranges, _named(segments, trace, threads))
+    text_time = _text_time(in_ranges, segments, trace, threads)
     table, constant = _split(table, spent, text_time, has_api, no_host_data)
 
     feed = [

@@ -401,9 +401,10 @@ def time_per_text(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per portion and text, the time of the segments with that text inside the portion.
 
-    ``segments``: thread, start, end, text (an integer code), counted (whether the
-    time also counts as ``counted_ns``); disjoint per thread and sorted by thread then
-    start, so their ends rise too. ``portions``: thread, start, end, in any order and
+    ``segments``: thread, start, end, text (an integer code; segments with a code
+    below -1 have no text and are left out), counted (whether the time also counts
+    as ``counted_ns``); disjoint per thread and sorted by thread then start, so their
+    ends rise too. ``portions``: thread, start, end, in any order and
     possibly overlapping one another. Returns, one row per (portion, text) met:
     the portion's row, the row of the first segment with that text (to name it),
     ``covered_ns`` and ``counted_ns``. Each portion searches its thread's segments
@@ -438,7 +439,7 @@ def _texts_met(th, start, end, text, p_th, p_start, p_end):  # type: ignore[no-u
             seen = np.empty(2 * (i - first), dtype=np.int64)
         n = 0
         for k in range(first, i):
-            if min(end[k], p_end[p]) <= max(start[k], p_start[p]):
+            if text[k] < -1 or min(end[k], p_end[p]) <= max(start[k], p_start[p]):
                 continue
             known = False
             for m in range(n):
@@ -465,7 +466,7 @@ def _text_totals(th, start, end, text, counted, p_th, p_start, p_end, rows):  # 
         n = 0  # texts of this portion so far: rows out .. out + n
         while i < hi and start[i] < p_end[p]:
             o = min(end[i], p_end[p]) - max(start[i], p_start[p])
-            if o > 0:
+            if o > 0 and text[i] >= -1:
                 at = -1
                 for m in range(n):
                     if text[first_segment[out + m]] == text[i]:

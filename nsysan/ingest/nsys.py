@@ -92,13 +92,39 @@ def name_lookup(strings: pl.DataFrame, clean: pl.Expr | None = None) -> pl.DataF
     return strings.select("id", value.cast(pl.Categorical).alias("value"))
 
 
+# StringIds ids are dense (0..n): up to this many slots per string, a look-up table
+# indexed by id replaces a join (a third of the time, no per-row hash table).
+_DENSE_SLOTS_PER_STRING = 4
+
+
+def _names_of(ids: pl.Series, lookup: pl.DataFrame, out: str) -> pl.Series:
+    """The text of each id (null where ``lookup`` lacks it)."""
+    id_col = lookup.columns[0]
+    top = lookup[id_col].max() if lookup.height else None
+    dense = (
+        top is not None
+        and lookup[id_col].min() >= 0  # type: ignore[operator]
+        and top < _DENSE_SLOTS_PER_STRING * lookup.height + 1_000_000  # type: ignore[operator]
+    )
+    if not dense:
+        # Only the id column goes through the join: joining the whole table would copy
+        # every column of millions of rows to add one.
+        return ids.to_frame().join(lookup, on=id_col, how="left", maintain_order="left")[out]
+    slots = pl.DataFrame({id_col: pl.int_range(0, top + 1, eager=True)})  # type: ignore[operator]
+    by_id = slots.join(lookup, on=id_col, how="left", maintain_order="left")[out]
+    at = pl.select(
+        pl.when(pl.lit(ids).is_between(0, top)).then(pl.lit(ids)).cast(pl.UInt32)
+    ).to_series()
+    return by_id.gather(at).alias(out)
+
+
 def _resolve(df: pl.DataFrame, names: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
     """Replace an integer StringIds reference column by its (categorical) text."""
     if id_col not in df.columns:
         return df.with_columns(pl.lit(None, dtype=pl.Categorical).alias(out))
     lookup = names.rename({"id": id_col, "value": out})
-    df = df.with_columns(pl.col(id_col).cast(pl.Int64))
-    joined = df.join(lookup, on=id_col, how="left", maintain_order="left")
+    ids = df.get_column(id_col).cast(pl.Int64)
+    joined = df.with_columns(ids, _names_of(ids, lookup, out))
     # An id StringIds lacks keeps a visible placeholder rather than a null name. The
     # check is one pass; the placeholder text is built only on exports that need it.
     unresolved = pl.col(out).is_null() & pl.col(id_col).is_not_null()
