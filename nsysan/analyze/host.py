@@ -65,6 +65,7 @@ the named segments one by one, for the text.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -741,42 +742,42 @@ def _layers(
     }
 
 
-def _nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.LazyFrame:
-    """Feeding-thread NVTX ranges with their nesting depth (1 = outermost), by start."""
+def _nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
+    """Feeding-thread NVTX ranges with their nesting depth (1 = outermost).
+
+    Sorted by ``_th``, then start, ranges opened at one instant outermost (longest)
+    first. Columns ``_th, start_ns, _range_end, text, _depth``.
+    """
     ranges = (
         _positive(_feeding(trace.nvtx, threads))
-        .select(_TH, "start_ns", "end_ns", pl.col("text").fill_null(NVTX_NO_TEXT))
-        .sort([_TH, "start_ns", "end_ns"], descending=[False, False, True], maintain_order=True)
-        .with_columns(pl.int_range(pl.len()).over(_TH).alias("_pos"))
-    )
-    ends = (
-        ranges.select(_TH, "end_ns")
-        .sort(_TH, "end_ns")
-        .with_columns(pl.int_range(1, pl.len() + 1).over(_TH).alias("_closed"))
-        .group_by(_TH, "end_ns")
-        .agg(pl.col("_closed").max())
-        .sort("end_ns")
-    )
-    # Depth = ranges opened so far (this one included) - ranges closed by its start;
-    # exact for properly nested (push/pop) ranges.
-    return (
-        ranges.sort("start_ns", maintain_order=True)
-        .join_asof(
-            ends,
-            left_on="start_ns",
-            right_on="end_ns",
-            by=_TH,
-            strategy="backward",
-            check_sortedness=False,
-        )
         .select(
             _TH,
             "start_ns",
             pl.col("end_ns").alias("_range_end"),
-            "text",
-            (pl.col("_pos") + 1 - pl.col("_closed").fill_null(0)).cast(pl.Int64).alias("_depth"),
+            pl.col("text").fill_null(NVTX_NO_TEXT),
         )
+        .sort([_TH, "start_ns", "_range_end"], descending=[False, False, True], maintain_order=True)
+        .collect(engine=_ENGINE)
     )
+    depth = _nesting_depth(
+        ranges[_TH].to_numpy(), ranges["start_ns"].to_numpy(), ranges["_range_end"].to_numpy()
+    )
+    return ranges.with_columns(pl.Series("_depth", depth))
+
+
+def _nesting_depth(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per range (sorted by thread, start), the ranges of its thread open at its start.
+
+    Ranges opened so far (this one included) minus those ended by its start; exact
+    for properly nested (push/pop) ranges.
+    """
+    depth = np.empty(len(thread), dtype=np.int64)
+    cuts = [0, *(np.flatnonzero(np.diff(thread)) + 1), len(thread)]
+    for lo, hi in itertools.pairwise(cuts):
+        ended = np.sort(end[lo:hi])
+        opened = np.arange(1, hi - lo + 1)
+        depth[lo:hi] = opened - np.searchsorted(ended, start[lo:hi], side="right")
+    return depth
 
 
 def _cause_segments(
@@ -869,7 +870,7 @@ def _innermost(
     :data:`_CROSSING` where ranges cross instead of nesting and no single range is
     innermost (:func:`~nsysan.analyze.host_loops.innermost_ranges`).
     """
-    ranges = _sorted(_nvtx_ranges(trace, threads), [_TH, "start_ns"]).collect(engine=_ENGINE)
+    ranges = _nvtx_ranges(trace, threads)
     inside = segments["_depth"].to_numpy() > 0
     found = np.full(segments.height, _OUTSIDE, dtype=np.int64)
     found[inside] = innermost_ranges(
