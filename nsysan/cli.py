@@ -61,7 +61,8 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 def info(traces: tuple[Path, ...], as_json: bool) -> None:
     """What TRACES hold: export version, GPUs, processes, span, table counts, what is missing.
 
-    Several files (one per rank or node) are put on one timeline.
+    Several files (one per rank or node) are put on one timeline. The CUDA API, NVTX,
+    OS-runtime, scheduling and overhead tables are counted in SQLite, not loaded.
     """
     from nsysan.info import render_text, summarize
     from nsysan.ingest import load_census
