@@ -857,7 +857,8 @@ def _with_cause(segments: pl.LazyFrame) -> pl.LazyFrame:
     ).drop("_cause")
 
 
-# Innermost-range rows of segments: no range holds the segment / ranges cross there.
+# Innermost-range rows of segments (host_loops.innermost_ranges): no range holds the
+# segment / ranges cross there.
 _OUTSIDE, _CROSSING = -2, -1
 
 
@@ -871,10 +872,8 @@ def _innermost(
     innermost (:func:`~nsysan.analyze.host_loops.innermost_ranges`).
     """
     ranges = _nvtx_ranges(trace, threads)
-    inside = segments["_depth"].to_numpy() > 0
-    found = np.full(segments.height, _OUTSIDE, dtype=np.int64)
-    found[inside] = innermost_ranges(
-        [segments[c].to_numpy()[inside] for c in (_TH, "start_ns", "end_ns", "_depth")],
+    found = innermost_ranges(
+        [segments[c].to_numpy() for c in (_TH, "start_ns", "end_ns", "_depth")],
         [ranges[c].to_numpy() for c in (_TH, "start_ns", "_range_end", "_depth")],
     )
     return ranges, found

@@ -149,7 +149,7 @@ def _sweep(
     seg_start = np.empty(capacity, dtype=np.int64)
     seg_end = np.empty(capacity, dtype=np.int64)
     seg_cause = np.empty(capacity, dtype=np.int8)
-    seg_depth = np.empty(capacity, dtype=np.int64)
+    seg_depth = np.empty(capacity, dtype=np.int32)
     count = 0
     prev_thread, prev_time, prev_cause, prev_depth = -1, 0, -1, 0
     prev_inside = window_layer < 0
@@ -410,9 +410,9 @@ def time_per_text(
     ``covered_ns`` and ``counted_ns``. Each portion searches its thread's segments
     once and walks the run it meets; no table of (portion, segment) pairs is built.
     """
-    th, start, end, text = (np.ascontiguousarray(a, dtype=np.int64) for a in segments[:4])
+    th, start, end, text = (np.ascontiguousarray(a) for a in segments[:4])
     counted = np.ascontiguousarray(segments[4], dtype=np.bool_)
-    p_th, p_start, p_end = (np.ascontiguousarray(a, dtype=np.int64) for a in portions)
+    p_th, p_start, p_end = (np.ascontiguousarray(a) for a in portions)
     rows = _texts_met(th, start, end, text, p_th, p_start, p_end)
     return _text_totals(th, start, end, text, counted, p_th, p_start, p_end, rows)
 
@@ -487,15 +487,17 @@ def _text_totals(th, start, end, text, counted, p_th, p_start, p_end, rows):  # 
 def innermost_ranges(segments: Sequence[np.ndarray], ranges: Sequence[np.ndarray]) -> np.ndarray:
     """Per segment, the row of the innermost NVTX range holding it; -1 where ranges cross.
 
-    ``segments`` (thread, start, end, depth > 0) and ``ranges`` (thread, start, end,
+    Segments outside every range (depth 0) get -2. ``segments`` (thread, start, end,
+    depth: the NVTX ranges open) and ``ranges`` (thread, start, end,
     depth) are sorted by thread then start (ranges opened at one instant outermost
     first). The candidate is the last range opened at or before the segment's start
     at the segment's depth; when it ended before the segment ends (ranges that cross
     instead of nesting), the most recently opened range if it still holds the
     segment; else none.
     """
-    s_th, s_start, s_end, s_depth = (np.ascontiguousarray(a, dtype=np.int64) for a in segments)
-    r_th, r_start, r_end, r_depth = (np.ascontiguousarray(a, dtype=np.int64) for a in ranges)
+    # Arrays keep their integer types (no copies of tens of millions of rows).
+    s_th, s_start, s_end, s_depth = (np.ascontiguousarray(a) for a in segments)
+    r_th, r_start, r_end, r_depth = (np.ascontiguousarray(a) for a in ranges)
     return _innermost_ranges(s_th, s_start, s_end, s_depth, r_th, r_start, r_end, r_depth)
 
 
@@ -520,6 +522,9 @@ def _innermost_ranges(s_th, s_start, s_end, s_depth, r_th, r_start, r_end, r_dep
             latest = j
             j += 1
         d = s_depth[i]
+        if d <= 0:
+            found[i] = -2
+            continue
         candidate = last_at_depth[d] if d < deepest else -1
         if candidate >= 0 and r_end[candidate] >= s_end[i]:
             found[i] = candidate
