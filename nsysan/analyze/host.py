@@ -756,13 +756,29 @@ def _nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
             pl.col("end_ns").alias("_range_end"),
             pl.col("text").fill_null(NVTX_NO_TEXT),
         )
-        .sort([_TH, "start_ns", "_range_end"], descending=[False, False, True], maintain_order=True)
         .collect(engine=_ENGINE)
     )
+    ranges = ranges[_range_order(*(ranges[c].to_numpy() for c in (_TH, "start_ns", "_range_end")))]
     depth = _nesting_depth(
         ranges[_TH].to_numpy(), ranges["start_ns"].to_numpy(), ranges["_range_end"].to_numpy()
     )
     return ranges.with_columns(pl.Series("_depth", depth))
+
+
+def _range_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The permutation sorting ranges by thread, start, then end descending (stable).
+
+    Ranges come in time order, threads interleaved: a stable sort by the small thread
+    number is then the whole sort, unless two ranges open at one instant with the
+    inner one first (then the full three-key sort runs).
+    """
+    if len(start) and np.all(start[:-1] <= start[1:]):
+        narrow = thread.astype(np.uint16) if thread.max() < 1 << 16 else thread
+        order = np.argsort(narrow, kind="stable")
+        t, s, e = thread[order], start[order], end[order]
+        if not np.any((t[1:] == t[:-1]) & (s[1:] == s[:-1]) & (e[1:] > e[:-1])):
+            return order
+    return np.lexsort((-end, start, thread))
 
 
 def _nesting_depth(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
