@@ -76,6 +76,7 @@ import polars as pl
 from nsysan.analyze.host_loops import (
     EdgeStreams,
     cause_segments,
+    codes_at,
     find_rows,
     first_largest,
     gather_sorted,
@@ -1133,8 +1134,7 @@ def _text_time(
     ranges, found = _innermost(segments, trace, threads)
     # A text is a range's category code; crossing ranges get one code of their own,
     # and segments outside every range are left out of the sweep.
-    codes = ranges["text"].to_physical().cast(pl.Int64).to_numpy()
-    text = np.where(found >= 0, codes[np.maximum(found, 0)] if len(codes) else 0, found)
+    text = codes_at(found, ranges["text"].to_physical().cast(pl.Int64).to_numpy())
     cols = (_TH, "start_ns", "end_ns")
     portion, first, covered, nvtx = time_per_text(
         [

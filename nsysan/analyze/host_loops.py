@@ -26,6 +26,7 @@ from numba import njit
 
 __all__ = [
     "EdgeStreams",
+    "codes_at",
     "cause_segments",
     "find_rows",
     "first_largest",
@@ -531,3 +532,16 @@ def _innermost_ranges(s_th, s_start, s_end, s_depth, r_th, r_start, r_end, r_dep
         elif latest >= 0 and r_end[latest] >= s_end[i]:
             found[i] = latest
     return found
+
+
+@_compiled
+def codes_at(rows, codes):  # type: ignore[no-untyped-def]
+    """``codes[rows]`` where ``rows >= 0``, else ``rows`` itself (negative markers kept).
+
+    One output array, where the numpy expression makes three temporaries of the
+    length of ``rows`` (tens of millions of segments).
+    """
+    out = np.empty(len(rows), dtype=np.int64)
+    for i in range(len(rows)):
+        out[i] = codes[rows[i]] if rows[i] >= 0 else rows[i]
+    return out
