@@ -5,7 +5,8 @@ tables to the next (gaps to stagger and host attribution, busy to NCCL, GPU metr
 to the dashboard view). Each analysis needs certain tables; when they are missing,
 its result is ``None`` and ``unavailable[name]`` says why, in words the report shows.
 
-Per-GPU analyses always use the per-physical-GPU busy union of kernels (the
+Per-GPU analyses always use the per-physical-GPU busy union of kernels and CUDA graph
+executions (the
 ``kernels`` busy mode). With ``Settings.busy_mode == "nvidia"``, ``gaps`` and ``busy``
 are additionally computed with Nsight Systems' own gpu_gaps definition (per process
 and CUDA device) in ``nvidia_busy``/``nvidia_gaps``, so they can be compared with
@@ -31,6 +32,7 @@ from nsysan.analyze.gaps import GapsResult, measure_gaps
 from nsysan.analyze.host import HostResult, attribute_gaps
 from nsysan.analyze.nccl import NcclResult, measure_nccl
 from nsysan.analyze.stagger import StaggerResult, measure_stagger
+from nsysan.ingest.graphs import with_graph_work
 from nsysan.model import Trace
 from nsysan.settings import Settings
 
@@ -102,6 +104,9 @@ def analyze(
     """Every analysis of ``trace``; ``ncu`` is a :func:`nsysan.ingest.ncu.read_ncu_csv` table."""
     settings = settings or Settings()
     unavailable: dict[str, str] = {}
+    # CUDA graph executions are GPU work (nsysan.ingest.graphs); NVIDIA's own rules,
+    # reproduced by the nvidia busy mode, read the kernel table alone.
+    kernels_only, trace = trace, with_graph_work(trace)
     if trace.kernels.is_empty():
         reason = trace.capabilities.missing[0] if trace.capabilities.missing else NO_GPU_WORK
         for name in (
@@ -139,7 +144,7 @@ def analyze(
 
     nvidia_busy = nvidia_gaps = None
     if settings.busy_mode == "nvidia":
-        nvidia_busy = measure_busy(trace, settings)
+        nvidia_busy = measure_busy(kernels_only, settings)
         nvidia_gaps = measure_gaps(nvidia_busy.intervals, nvidia_busy.summary, nvidia_busy.keys)
 
     # The analyses below read the same inputs and never each other's results (but the

@@ -19,7 +19,7 @@ import polars as pl
 
 from nsysan import model
 from nsysan.errors import InputNotFoundError
-from nsysan.ingest import identity, nsys, validate
+from nsysan.ingest import graphs, identity, nsys, validate
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import is_one_of, values_matching
 
@@ -97,6 +97,7 @@ def _read_file(db: ExportDB, source: int, host: str | None, launch_config: bool)
         "gpu_metrics": lambda: nsys.read_gpu_metrics(db, source),
         "memcpy": lambda: nsys.read_memcpy(db, source),
         "memset": lambda: nsys.read_memset(db, source),
+        "graphs": lambda: graphs.read_graph_executions(db, source),
         "overhead": lambda: nsys.read_overhead(db, names, source),
         "threads": lambda: nsys.read_threads(db, names, source),
         "processes": lambda: nsys.read_processes(db, source),
@@ -109,7 +110,7 @@ def _read_file(db: ExportDB, source: int, host: str | None, launch_config: bool)
             [
                 tables[t].select("pid", pl.col("device_id").cast(pl.Int64))
                 # GPUs are those that ran work; a sync record alone does not make one.
-                for t in ("kernels", "memcpy", "memset")
+                for t in ("kernels", "graphs", "memcpy", "memset")
             ]
         )
         .unique()
@@ -199,7 +200,7 @@ def _assemble(infos: list[_SourceInfo], files: list[_FileTables]) -> model.Trace
             continue
         parts = [f.tables[name] for f in files]
         df = pl.concat(parts, how="vertical_relaxed") if parts else model.empty_frame(schema)
-        if name in ("kernels", "memcpy", "memset"):
+        if name in ("kernels", "graphs", "memcpy", "memset"):
             df = df.drop("gpu").join(
                 device_gpu, on=["source", "pid", "device_id"], how="left", maintain_order="left"
             )
@@ -336,7 +337,7 @@ def _identity_notes(files: list[_FileTables]) -> list[str]:
 def _capabilities(tables: dict[str, pl.DataFrame]) -> model.Capabilities:
     present = {t: tables[t].height > 0 for t in model.EVENT_TABLES}
     missing: list[str] = []
-    if not present["kernels"]:
+    if not present["kernels"] and not present["graphs"]:
         api = tables["cuda_api"]
         launches = api.filter(is_one_of(pl.col("name"), values_matching(api["name"], "Launch")))
         if launches.height:
