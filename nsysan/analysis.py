@@ -32,6 +32,7 @@ from nsysan.analyze.gaps import GapsResult, measure_gaps
 from nsysan.analyze.host import HostResult, attribute_gaps
 from nsysan.analyze.nccl import NcclResult, measure_nccl
 from nsysan.analyze.stagger import StaggerResult, measure_stagger
+from nsysan.analyze.transfers import TransferResult, measure_transfers, transfer_intervals
 from nsysan.ingest.graphs import with_graph_work
 from nsysan.model import Trace
 from nsysan.settings import Settings
@@ -64,6 +65,8 @@ class Analysis:
     # start-up was detected (see _steady_state).
     dominant: DominantResult | None = None
     steady_stagger: StaggerResult | None = None
+    # Memcpys and memsets per GPU (None without any on a GPU with a window).
+    transfers: TransferResult | None = None
 
     @property
     def results(self) -> dict[str, object]:
@@ -119,6 +122,7 @@ def analyze(
             "dashboard",
             "contention",
             "bound",
+            "transfers",
         ):
             unavailable[name] = reason
         return Analysis(
@@ -154,13 +158,22 @@ def analyze(
         stagger_job = (
             pool.submit(measure_stagger, gaps.gaps, windows) if windows.height >= 2 else None
         )
-        host_job = pool.submit(attribute_gaps, trace, gaps.gaps, settings, keys=gaps.keys)
+        # Gap time with a memcpy/memset running is its own cause ("GPU busy with a transfer").
+        copies = transfer_intervals(trace)
+        host_job = pool.submit(
+            attribute_gaps, trace, gaps.gaps, settings, keys=gaps.keys, transfers=copies
+        )
+        transfers_job = pool.submit(measure_transfers, trace, windows, busy.intervals)
         imbalance_job = pool.submit(measure_imbalance, trace, busy.intervals, windows, settings)
         nccl_job = pool.submit(measure_nccl, trace.kernels, busy.intervals, windows)
         views_job = pool.submit(_device_views, trace, busy, settings)
         stagger = stagger_job.result() if stagger_job else None
         host, imbalance, nccl = host_job.result(), imbalance_job.result(), nccl_job.result()
         contention, dashboard = views_job.result()
+        transfers: TransferResult | None = transfers_job.result()
+    if transfers is not None and not transfers.available:
+        transfers = None
+        unavailable["transfers"] = "no memory copies or memsets on the GPUs"
     if stagger is None:
         unavailable["stagger"] = "one GPU ran work: stagger compares the gaps of two or more GPUs"
     if not contention.available:
@@ -191,6 +204,7 @@ def analyze(
         nvidia_gaps=nvidia_gaps,
         ncu_path=ncu_path,
         unavailable=unavailable,
+        transfers=transfers,
     )
 
 

@@ -80,7 +80,7 @@ from nsysan.analyze.host_loops import (
     gather_sorted,
     time_per_cause,
 )
-from nsysan.intervals import sort_if_needed
+from nsysan.intervals import intersect_intervals, overlap_with, sort_if_needed
 from nsysan.model import Capabilities, Trace
 from nsysan.settings import Settings
 
@@ -128,6 +128,7 @@ CAUSES = (
     "unattributed",
     "unattributed_no_data",
     "launch_call",
+    "gpu_transfer",
     "gpu_wait",
     "no_launch_record",
 )
@@ -146,6 +147,7 @@ CAUSE_LABELS = {
     "unattributed": "unattributed",
     "unattributed_no_data": "unattributed (no data)",
     "launch_call": "in the launch call of the next operation",
+    "gpu_transfer": "GPU busy with a transfer (memcpy/memset)",
     "gpu_wait": "GPU-side wait (work already queued)",
     "no_launch_record": "no launch record",
 }
@@ -1060,33 +1062,91 @@ def _host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return threads, portions
 
 
+def _transfer_time(
+    table: pl.DataFrame,
+    portions: pl.DataFrame,
+    segments: pl.DataFrame,
+    transfers: pl.DataFrame,
+) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
+    """Each gap's time with a transfer running on its GPU, by where it falls.
+
+    Adds ``_t_gap`` (in the whole gap), ``_t_host`` (in its host portion ``[S, l)``)
+    and ``_t_call`` (in its launch call ``[l, le)``) to ``table``; returns, per gap, the
+    host causes' time inside the transfers (to take out of those causes) and
+    ``_nvtx_ns`` likewise.
+    """
+    iv = transfers.select(pl.col("gpu").cast(table.schema["gpu"]), "start_ns", "end_ns")
+    l_at = pl.coalesce("_l", "start_ns")
+    le_at = pl.coalesce("_le", "start_ns")
+    parts = {
+        "_t_gap": (pl.col("start_ns"), pl.col("end_ns")),
+        "_t_host": (pl.col("start_ns"), l_at),
+        "_t_call": (l_at, le_at),
+    }
+    for name, (lo, hi) in parts.items():
+        probe = table.select("gpu", lo.alias("start_ns"), hi.alias("end_ns"))
+        table = table.with_columns(
+            overlap_with(probe, iv, "gpu")["overlap_ns"].fill_null(0).cast(pl.Int64).alias(name)
+        )
+    # The host portions' pieces under a transfer, each in its own gap (portions of one
+    # GPU are disjoint, so a piece lies in the portion starting at or before it).
+    located = portions.with_columns(table["gpu"].gather(portions["_gap"]).alias("gpu"))
+    pieces = intersect_intervals(located.select("gpu", "start_ns", "end_ns"), iv, "gpu")
+    if pieces.is_empty():
+        return table, {}
+    pieces = pieces.sort("start_ns").join_asof(
+        located.select("gpu", "_gap", _TH, pl.col("start_ns").alias("_p")).sort("_p"),
+        left_on="start_ns",
+        right_on="_p",
+        by="gpu",
+        strategy="backward",
+        check_sortedness=False,
+    )
+    return table, _time_in(pieces.select("_gap", _TH, "start_ns", "end_ns"), segments, table.height)
+
+
 def _split(
     table: pl.DataFrame,
     per_cause: dict[str, np.ndarray],
     text_time: pl.DataFrame,
     has_api: bool,
     no_host_data: bool,
+    carve: bool = False,
 ) -> tuple[pl.DataFrame, frozenset[str]]:
     """Adds ``<cause>_ns`` for every cause, ``cause`` and ``nvtx_text`` to each gap.
+
+    With ``carve``, ``table`` has the transfer time of each gap in all (``_t_gap``), in
+    its host portion (``_t_host``) and in its launch call (``_t_call``): that time is
+    ``gpu_transfer`` and leaves the positional parts it falls in.
 
     Also returns the cause columns that are 0 for every gap: they stay constant
     columns, which take no memory (a dozen columns of millions of rows would).
     """
-    host_len = pl.when(_LAUNCHED).then(pl.col("_l") - pl.col("start_ns")).otherwise(0)
+    zero = pl.lit(0, dtype=pl.Int64)
+    t_gap, t_host, t_call = (
+        (pl.col("_t_gap"), pl.col("_t_host"), pl.col("_t_call")) if carve else (zero, zero, zero)
+    )
+    host_len = pl.when(_LAUNCHED).then(pl.col("_l") - pl.col("start_ns") - t_host).otherwise(0)
     rest = host_len - pl.sum_horizontal(pl.lit(0), *(pl.col(name) for name in per_cause))
     columns: dict[str, pl.Expr | None] = {f"{c}_ns": None for c in CAUSES}
+    if carve:
+        columns["gpu_transfer_ns"] = t_gap
     if not has_api:
         # Without a CUDA API table there is no launch to look for: nothing is known.
-        columns["unattributed_no_data_ns"] = pl.col("duration_ns")
+        columns["unattributed_no_data_ns"] = pl.col("duration_ns") - t_gap
     else:
         columns["unattributed_no_data_ns" if no_host_data else "unattributed_ns"] = rest
         columns["launch_call_ns"] = (
-            pl.when(_LAUNCHED).then(pl.col("_le") - pl.col("_l")).otherwise(0)
+            pl.when(_LAUNCHED).then(pl.col("_le") - pl.col("_l") - t_call).otherwise(0)
         )
         columns["gpu_wait_ns"] = (
-            pl.when(_LAUNCHED).then(pl.col("end_ns") - pl.col("_le")).otherwise(0)
+            pl.when(_LAUNCHED)
+            .then(pl.col("end_ns") - pl.col("_le") - (t_gap - t_host - t_call))
+            .otherwise(0)
         )
-        columns["no_launch_record_ns"] = pl.when(_LAUNCHED).then(0).otherwise(pl.col("duration_ns"))
+        columns["no_launch_record_ns"] = (
+            pl.when(_LAUNCHED).then(0).otherwise(pl.col("duration_ns") - t_gap)
+        )
     constant = frozenset(
         name for name, expr in columns.items() if expr is None and name not in per_cause
     )
@@ -1170,11 +1230,14 @@ def attribute_gaps(
     gaps: pl.DataFrame,
     settings: Settings | None = None,
     keys: Sequence[str] = ("gpu",),
+    transfers: pl.DataFrame | None = None,
 ) -> HostResult:
     """Attribute every gap's time to host-side and GPU-side causes (see the module docstring).
 
     ``gaps`` is :attr:`GapsResult.gaps` (``keys`` + ``start_ns, end_ns``) and ``keys``
-    its unit keys (:attr:`GapsResult.keys`); ``gpu`` must be among them.
+    its unit keys (:attr:`GapsResult.keys`); ``gpu`` must be among them. ``transfers``
+    (``gpu, start_ns, end_ns``, per-GPU memcpy/memset time) is gap time of its own
+    cause, ``gpu_transfer``, whatever the host did meanwhile (per-GPU keys only).
     """
     settings = settings or Settings()
     keys = list(keys)
@@ -1190,10 +1253,16 @@ def attribute_gaps(
     signature = gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi"))
     segments = _cause_segments(trace, threads, signature, portions)
     spent = _time_in(portions, segments, table.height)
+    carve = transfers is not None and transfers.height > 0 and keys == ["gpu"]
+    if carve:
+        assert transfers is not None
+        table, in_transfer = _transfer_time(table, portions, segments, transfers)
+        for name, values in in_transfer.items():
+            spent[name] = spent.get(name, np.zeros(table.height, dtype=np.int64)) - values
     # Only portions with time inside NVTX ranges need the costlier interval join.
     in_ranges = portions.filter(spent.pop("_nvtx_ns")[portions["_gap"].to_numpy()] > 0)
     text_time = _text_time(_overlaps(in_ranges, _named(segments, trace, threads)))
-    table, constant = _split(table, spent, text_time, has_api, no_host_data)
+    table, constant = _split(table, spent, text_time, has_api, no_host_data, carve)
 
     feed = [
         *([pl.col("_feed_source").alias("source")] if "source" not in keys else []),

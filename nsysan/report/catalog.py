@@ -26,6 +26,7 @@ CAUSE_LABELS_ZH = {
     "unattributed": "未归因",
     "unattributed_no_data": "未归因（缺少数据）",
     "launch_call": "下一个操作的发射调用",
+    "gpu_transfer": "GPU 正在传输（memcpy/memset）",
     "gpu_wait": "GPU 侧等待（工作已排队）",
     "no_launch_record": "无发射记录",
 }
@@ -47,6 +48,7 @@ ZH_EXACT: dict[str, str] = {
     "no GPU metrics": "没有 GPU 指标",
     "no Nsight Compute data: give --ncu kernels.csv for the memory- vs compute-bound view": "没有 Nsight Compute 数据：提供 --ncu kernels.csv 以查看带宽受限与计算受限视图",
     "no NCCL kernels in this trace": "此时间线中没有 NCCL 内核",
+    "no memory copies or memsets on the GPUs": "GPU 上没有内存拷贝或 memset",
     "no GPU metrics sample falls inside any analysis window": "没有任何 GPU 指标采样落在分析时间窗内",
     # host attribution: what is missing, and the cause labels
     "no CUDA API trace": "没有 CUDA API 追踪",
@@ -245,6 +247,7 @@ SHORT_CAUSES = {
     "unattributed": ("unattributed", "未归因"),
     "unattributed_no_data": ("unattributed (no data)", "未归因（缺数据）"),
     "launch_call": ("launch calls", "发射调用"),
+    "gpu_transfer": ("GPU transfers", "GPU 传输"),
     "gpu_wait": ("GPU-side wait", "GPU 侧等待"),
     "no_launch_record": ("no launch record", "无发射记录"),
 }
