@@ -215,3 +215,28 @@ def test_transfer_table_totals_direction_bytes() -> None:
     # In the window: [50,150) + [400,600) + [1050,1100); under kernels: [50,100), [1050,1100).
     assert (gpu["transfer_ns"], gpu["exposed_ns"]) == (350, 250)
     assert gpu["transfer_share"] == pytest.approx(350 / 1_100)
+
+
+@pytest.mark.shared
+def test_cori_report_shows_transfers_per_gpu_and_names_them() -> None:
+    from nsysan.diagnose import diagnose
+    from nsysan.report.view import build_view
+
+    analysis = analyze(load_trace(cori_rank_files()))
+    diagnosis = diagnose(analysis)
+    heavy = next(f for f in diagnosis.findings if f.rule_id == "transfer-heavy")
+    assert heavy.claim["en"].startswith(
+        "GPU 0–7 spend 4.7%–4.8% of their window in memory copies and memsets"
+    )
+    assert "their transfer time is 1.90×–4.74× their kernel time" in heavy.claim["en"]
+    view = build_view(analysis, diagnosis, "en")
+    gpus = next(s for s in view.sections if s.key == "gpus")
+    table = next(t for t in gpus.tables if t.title == "Memory transfers")
+    assert [r[0] for r in table.rows] == [f"GPU {g}" for g in range(8)]
+    assert all(
+        r[2].startswith("HtoD ") and "DtoH " in r[2] and "memset " in r[2] for r in table.rows
+    )
+    # The host-side story no longer counts the copies: their gap time is its own cause.
+    assert analysis.host is not None
+    transfer = analysis.host.per_gpu["gpu_transfer_share"].to_list()
+    assert all(0.04 < s < 0.07 for s in transfer), transfer

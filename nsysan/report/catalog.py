@@ -82,6 +82,7 @@ ZH_EXACT: dict[str, str] = {
     "utilization overstates work": "利用率高估了实际工作",
     "one slow collective": "一次缓慢的集合通信",
     "waits for data transfers": "等待数据传输",
+    "memory transfers": "内存传输",
     "device-side dependencies": "设备侧依赖",
     # evidence labels without a GPU
     "stagger score (−1 aligned … +1 staggered)": "错开分数（−1 对齐 … +1 错开）",
@@ -141,6 +142,16 @@ ZH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (rf"median gap, {_GPU}", "间隙中位数，{0}"),
         (rf"unattributed share of gap time, {_GPU}", "未归因占间隙时间，{0}"),
         (rf"GPU-side wait, share of gap time, {_GPU}", "GPU 侧等待占间隙时间，{0}"),
+        (
+            rf"GPU-side wait or transfer, share of gap time, {_GPU}",
+            "GPU 侧等待或传输占间隙时间，{0}",
+        ),
+        (rf"memcpy/memset time, share of the window, {_GPU}", "memcpy/memset 时间占时间窗，{0}"),
+        (
+            rf"transfer time with no kernel running, share of the window, {_GPU}",
+            "无内核运行时的传输时间占时间窗，{0}",
+        ),
+        (rf"memcpy/memset time in the window, {_GPU}", "时间窗内 memcpy/memset 时间，{0}"),
         (rf"gap time with a memory copy running, {_GPU}", "有内存拷贝在进行的间隙时间，{0}"),
         (rf"(.+), share of gap time, {_GPU}", "{0}占间隙时间，{1}"),
         (rf"fill share, {_GPU}", "填充占比，{0}"),

@@ -22,6 +22,7 @@ from nsysan.report.glossary import definition_anchor, definition_title
 from nsysan.report.view_appendix import appendix, ncu_join_warning
 from nsysan.report.view_graphs import graph_table
 from nsysan.report.view_timeline import timeline_section
+from nsysan.report.view_transfers import transfer_operation_table, transfer_summary_table
 from nsysan.report.viewmodel import (
     Evidence,
     FindingView,
@@ -267,7 +268,12 @@ def _gpu_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: 
         title=TITLES["gpus"][lang],
         tables=tuple(
             t
-            for t in (Table(columns=columns, rows=tuple(rows), note=note), devices, graphs)
+            for t in (
+                Table(columns=columns, rows=tuple(rows), note=note),
+                transfer_summary_table(analysis, lang),
+                graphs,
+                devices,
+            )
             if t is not None
         ),
     )
@@ -735,7 +741,7 @@ def _communication_section(
     analysis: Analysis, labels: dict[int, str], lang: Lang, facts: Facts
 ) -> Section:
     n = analysis.nccl
-    transfers = view_gpu.transfer_table(analysis, lang)
+    transfers = transfer_operation_table(analysis, lang)
     if n is None or n.nccl_kernels == 0:
         reason = translate(analysis.unavailable.get("nccl", ""), lang) or _l(
             lang, "no NCCL kernels in this trace", "此时间线中没有 NCCL 内核"
