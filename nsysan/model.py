@@ -45,6 +45,9 @@ KERNELS: Schema = {
     "block_x": pl.Int32,
     "block_y": pl.Int32,
     "block_z": pl.Int32,
+    # A green context (CUDA 12.4+ SM partition of a context); null without one, and then
+    # a constant column that takes no memory.
+    "green_context_id": pl.Int32,
 }
 
 MEMCPY: Schema = {

@@ -20,6 +20,7 @@ from nsysan.report import fmt, view_gpu
 from nsysan.report.catalog import cause_label, short_cause, translate
 from nsysan.report.glossary import definition_anchor, definition_title
 from nsysan.report.view_appendix import appendix, ncu_join_warning
+from nsysan.report.view_contexts import context_table
 from nsysan.report.view_graphs import graph_table
 from nsysan.report.view_timeline import timeline_section
 from nsysan.report.view_transfers import transfer_operation_table, transfer_summary_table
@@ -272,6 +273,7 @@ def _gpu_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: 
                 Table(columns=columns, rows=tuple(rows), note=note),
                 transfer_summary_table(analysis, lang),
                 graphs,
+                context_table(analysis, lang),
                 devices,
             )
             if t is not None
