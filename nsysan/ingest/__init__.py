@@ -19,7 +19,7 @@ import polars as pl
 
 from nsysan import model
 from nsysan.errors import InputNotFoundError
-from nsysan.ingest import graphs, identity, nsys, validate
+from nsysan.ingest import graphs, identity, nsys, nsysrep, validate
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import is_one_of, values_matching
 
@@ -137,17 +137,24 @@ def _metrics_targets(metrics: pl.DataFrame, target_gpus: pl.DataFrame) -> pl.Dat
     )
 
 
-def load_trace(paths: str | Path | Sequence[str | Path], launch_config: bool = True) -> model.Trace:
+def load_trace(
+    paths: str | Path | Sequence[str | Path],
+    launch_config: bool = True,
+    nsys_path: str | Path | None = None,
+) -> model.Trace:
     """Load exports (one file, or one per rank/node) as one trace on one timeline.
 
     ``launch_config=False`` leaves the kernels' grid/block sizes out (null); only the
-    Nsight Compute join needs them, and they are a quarter of a kernel row.
+    Nsight Compute join needs them, and they are a quarter of a kernel row. Nsight
+    Systems reports (``.nsys-rep``, ``.qdrep``) are exported first, with ``nsys_path``
+    or the nsys on PATH (:mod:`nsysan.ingest.nsysrep`).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     if not paths:
         raise InputNotFoundError("no trace files given")
     check_distinct_files([Path(p) for p in paths])
+    paths, exported = nsysrep.resolve_inputs([Path(p) for p in paths], nsys_path)
     dbs: list[ExportDB] = []
     try:
         for p in paths:
@@ -171,7 +178,8 @@ def load_trace(paths: str | Path | Sequence[str | Path], launch_config: bool = T
     trace = _assemble(ordered_infos, files)
     # What ingest validation dropped or truncated (nsysan.ingest.validate).
     checked = [f"{db.path.name}: {note}" for i in order for db in [dbs[i]] for note in db.notes]
-    return dataclasses.replace(trace, notes=(*checked, *trace.notes)) if checked else trace
+    notes = (*exported, *checked)
+    return dataclasses.replace(trace, notes=(*notes, *trace.notes)) if notes else trace
 
 
 def _offsets(infos: list[_SourceInfo]) -> tuple[list[int], list[str]]:

@@ -216,6 +216,19 @@ ZH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
             r"(\d+) GENERIC_EVENTS GPU metrics sample\(s\) that are not a JSON object or have no valid timestamp: ignored",
             "{0} 个 GENERIC_EVENTS GPU 指标采样不是 JSON 对象或没有有效时间戳：已忽略",
         ),
+        # .nsys-rep input (nsysan.ingest.nsysrep.NsysExport.note)
+        (
+            r"(.+): exported to SQLite by (.+) \((\S+)\) in (.+)",
+            "{0}：已由 {1}（{2}）导出为 SQLite，位于 {3}",
+        ),
+        (
+            r"(.+): reused the SQLite export made by (.+) \((\S+)\) in (.+)",
+            "{0}：沿用 {1}（{2}）此前导出的 SQLite，位于 {3}",
+        ),
+        (
+            r"(\S+): (\d+) graph execution\(s\) without timestamps ignored",
+            "{0} 中有 {1} 次 CUDA 图执行没有时间戳：已忽略",
+        ),
         (r"([^:]+): (.+)", "{0}：{1}"),
     )
 )
