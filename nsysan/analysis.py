@@ -6,11 +6,11 @@ to the dashboard view). Each analysis needs certain tables; when they are missin
 its result is ``None`` and ``unavailable[name]`` says why, in words the report shows.
 
 Per-GPU analyses always use the per-physical-GPU busy union of kernels and CUDA graph
-executions (the
-``kernels`` busy mode). With ``Settings.busy_mode == "nvidia"``, ``gaps`` and ``busy``
-are additionally computed with Nsight Systems' own gpu_gaps definition (per process
-and CUDA device) in ``nvidia_busy``/``nvidia_gaps``, so they can be compared with
-``nsys analyze``.
+executions (the ``kernels`` busy mode); gap time with a memcpy or memset running is its
+own host-attribution cause. With ``Settings.busy_mode == "nvidia"``, ``gaps`` and
+``busy`` are additionally computed with Nsight Systems' own gpu_gaps definition (per
+process and CUDA device, kernel table only) in ``nvidia_busy``/``nvidia_gaps``, so they
+can be compared with ``nsys analyze``.
 """
 
 from __future__ import annotations

@@ -157,17 +157,25 @@ def _importer(nsys: Path) -> Path | None:
     return None
 
 
+# On a loaded machine nsys's agent can fail to start ("Local Endpoint is not
+# available"); one more try usually succeeds.
+PROFILE_TRIES = 2
+
+
 def _profile(nsys: Path, folder: Path) -> Path:
     program = folder / "spin.py"
     program.write_text(CPU_PROGRAM)
     out = folder / "spin"
-    done = subprocess.run(
-        [str(nsys), "profile", "-t", "osrt", "--sample=none", "--cpuctxsw=none",
-         "-o", str(out), "-f", "true", sys.executable, str(program)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
     report = out.with_suffix(".nsys-rep")
     stream = out.with_suffix(".qdstrm")
+    for _ in range(PROFILE_TRIES):
+        done = subprocess.run(
+            [str(nsys), "profile", "-t", "osrt", "--sample=none", "--cpuctxsw=none",
+             "-o", str(out), "-f", "true", sys.executable, str(program)],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        if report.exists() or stream.exists():
+            break
     if not report.exists() and stream.exists():
         importer = _importer(nsys)
         if importer is None:
