@@ -80,7 +80,7 @@ from nsysan.analyze.host_loops import (
     gather_sorted,
     time_per_cause,
 )
-from nsysan.intervals import intersect_intervals, overlap_with, sort_if_needed
+from nsysan.intervals import rows_by_unit, sort_if_needed
 from nsysan.model import Capabilities, Trace
 from nsysan.settings import Settings
 
@@ -1062,6 +1062,46 @@ def _host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return threads, portions
 
 
+def _transfer_pieces(table: pl.DataFrame, transfers: pl.DataFrame) -> tuple[np.ndarray, ...]:
+    """The parts of the gaps under a transfer: ``gap, start, end`` arrays.
+
+    Gaps of one GPU are disjoint and in start order, and so is each GPU's transfer
+    union: each transfer interval meets a run of consecutive gaps, found by binary
+    search, so the cost follows the transfers (few), not the gaps (millions).
+    """
+    gpu = table["gpu"].to_numpy()
+    g_start = table["start_ns"].to_numpy()
+    g_end = table["end_ns"].to_numpy()
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    by_gpu = transfers.partition_by("gpu", as_dict=True, maintain_order=True)
+    rows = rows_by_unit(gpu, [int(key[0]) for key in by_gpu])
+    for key, iv in by_gpu.items():
+        where = np.arange(len(gpu))[rows[int(key[0])]]
+        if where.size == 0:
+            continue
+        order = np.argsort(g_start[where], kind="stable")
+        where = where[order]
+        starts, ends = g_start[where], g_end[where]
+        t_start, t_end = iv["start_ns"].to_numpy(), iv["end_ns"].to_numpy()
+        first = np.searchsorted(ends, t_start, side="right")
+        stop = np.searchsorted(starts, t_end, side="left")
+        counts = np.clip(stop - first, 0, None)
+        total = int(counts.sum())
+        if total == 0:
+            continue
+        which = np.repeat(np.arange(len(t_start)), counts)
+        offset = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        gap = where[np.repeat(first, counts) + offset]
+        lo = np.maximum(t_start[which], g_start[gap])
+        hi = np.minimum(t_end[which], g_end[gap])
+        keep = hi > lo
+        parts.append((gap[keep], lo[keep], hi[keep]))
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    return tuple(np.concatenate(arrays) for arrays in zip(*parts, strict=True))
+
+
 def _transfer_time(
     table: pl.DataFrame,
     portions: pl.DataFrame,
@@ -1075,34 +1115,40 @@ def _transfer_time(
     host causes' time inside the transfers (to take out of those causes) and
     ``_nvtx_ns`` likewise.
     """
+    n = table.height
     iv = transfers.select(pl.col("gpu").cast(table.schema["gpu"]), "start_ns", "end_ns")
-    l_at = pl.coalesce("_l", "start_ns")
-    le_at = pl.coalesce("_le", "start_ns")
-    parts = {
-        "_t_gap": (pl.col("start_ns"), pl.col("end_ns")),
-        "_t_host": (pl.col("start_ns"), l_at),
-        "_t_call": (l_at, le_at),
-    }
-    for name, (lo, hi) in parts.items():
-        probe = table.select("gpu", lo.alias("start_ns"), hi.alias("end_ns"))
-        table = table.with_columns(
-            overlap_with(probe, iv, "gpu")["overlap_ns"].fill_null(0).cast(pl.Int64).alias(name)
-        )
-    # The host portions' pieces under a transfer, each in its own gap (portions of one
-    # GPU are disjoint, so a piece lies in the portion starting at or before it).
-    located = portions.with_columns(table["gpu"].gather(portions["_gap"]).alias("gpu"))
-    pieces = intersect_intervals(located.select("gpu", "start_ns", "end_ns"), iv, "gpu")
-    if pieces.is_empty():
-        return table, {}
-    pieces = pieces.sort("start_ns").join_asof(
-        located.select("gpu", "_gap", _TH, pl.col("start_ns").alias("_p")).sort("_p"),
-        left_on="start_ns",
-        right_on="_p",
-        by="gpu",
-        strategy="backward",
-        check_sortedness=False,
+    gap, lo, hi = _transfer_pieces(table, iv)
+    start = table["start_ns"].to_numpy()
+    launch = table.select(pl.coalesce("_l", "start_ns")).to_series().to_numpy()
+    returned = table.select(pl.coalesce("_le", "start_ns")).to_series().to_numpy()
+    l_at, le_at = launch[gap], returned[gap]
+
+    def per_gap(lengths: np.ndarray) -> np.ndarray:
+        return np.bincount(gap, weights=np.clip(lengths, 0, None), minlength=n).astype(np.int64)
+
+    host_end = np.minimum(hi, l_at)
+    table = table.with_columns(
+        pl.Series("_t_gap", per_gap(hi - lo)),
+        pl.Series("_t_host", per_gap(host_end - lo)),
+        pl.Series("_t_call", per_gap(np.minimum(hi, le_at) - np.maximum(lo, l_at))),
     )
-    return table, _time_in(pieces.select("_gap", _TH, "start_ns", "end_ns"), segments, table.height)
+    # The host portions' pieces under a transfer, with their gap's feeding thread.
+    thread = np.full(n, -1, dtype=np.int64)
+    thread[portions["_gap"].to_numpy()] = portions[_TH].to_numpy()
+    host = (host_end > lo) & (thread[gap] >= 0) & (lo >= start[gap])
+    if not host.any():
+        return table, {}
+    pieces = pl.DataFrame(
+        {
+            "_gap": gap[host].astype(np.uint32),
+            _TH: thread[gap[host]],
+            "start_ns": lo[host],
+            "end_ns": host_end[host],
+        }
+    ).with_columns(
+        pl.col("_gap").cast(portions.schema["_gap"]), pl.col(_TH).cast(portions.schema[_TH])
+    )
+    return table, _time_in(pieces, segments, n)
 
 
 def _split(

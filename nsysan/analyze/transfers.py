@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
-from nsysan.intervals import intersect_intervals, union_intervals
+from nsysan.intervals import union_intervals
 from nsysan.model import Trace
 
 __all__ = ["TransferResult", "measure_transfers", "transfer_intervals", "transfer_operations"]
@@ -122,9 +123,7 @@ def measure_transfers(trace: Trace, windows: pl.DataFrame, busy: pl.DataFrame) -
     )
     intervals = union_intervals(ops.select("gpu", "start_ns", "end_ns"), "gpu")
     inside = union_intervals(clipped.select("gpu", "start_ns", "end_ns"), "gpu")
-    under_kernels = intersect_intervals(
-        inside, busy.select(pl.col("gpu").cast(pl.Int32), "start_ns", "end_ns"), "gpu"
-    )
+    hidden = _covered_by(inside, busy.select(pl.col("gpu").cast(pl.Int32), "start_ns", "end_ns"))
 
     def length(df: pl.DataFrame, name: str) -> pl.DataFrame:
         return df.group_by("gpu").agg(duration.sum().cast(pl.Int64).alias(name))
@@ -143,7 +142,7 @@ def measure_transfers(trace: Trace, windows: pl.DataFrame, busy: pl.DataFrame) -
         windows.with_columns(window_ns.alias("window_ns"))
         .join(totals, on="gpu", how="inner")
         .join(length(inside, "transfer_ns"), on="gpu", how="left")
-        .join(length(under_kernels, "_hidden_ns"), on="gpu", how="left")
+        .join(hidden, on="gpu", how="left")
         .with_columns(pl.col("transfer_ns", "_hidden_ns").fill_null(0))
         .with_columns((pl.col("transfer_ns") - pl.col("_hidden_ns")).alias("exposed_ns"))
         .with_columns(
@@ -164,3 +163,39 @@ def measure_transfers(trace: Trace, windows: pl.DataFrame, busy: pl.DataFrame) -
         .sort("gpu")
     )
     return TransferResult(per_operation=per_operation, per_gpu=per_gpu, intervals=intervals)
+
+
+def _covered_up_to(
+    at: np.ndarray, starts: np.ndarray, ends: np.ndarray, before: np.ndarray
+) -> np.ndarray:
+    """Length of sorted disjoint intervals ``[starts, ends)`` before each instant of ``at``;
+    ``before[i]`` is the length of the intervals before interval ``i``."""
+    i = np.searchsorted(starts, at, side="right") - 1
+    j = np.clip(i, 0, None)
+    inside = np.clip(np.minimum(at, ends[j]) - starts[j], 0, None)
+    return np.where(i >= 0, before[j] + inside, 0)
+
+
+def _covered_by(intervals: pl.DataFrame, busy: pl.DataFrame) -> pl.DataFrame:
+    """Per GPU, how much of ``intervals`` (disjoint) the disjoint ``busy`` intervals cover.
+
+    Covered length up to an instant is a running sum over the sorted busy intervals
+    read by binary search, so the cost follows the few transfers, not the millions of
+    busy intervals. Columns ``gpu, _hidden_ns``.
+    """
+    out: dict[str, list[int]] = {"gpu": [], "_hidden_ns": []}
+    wanted = intervals.partition_by("gpu", as_dict=True)
+    mine = busy.filter(pl.col("gpu").is_in(pl.Series([k[0] for k in wanted]).implode()))
+    for key, part in mine.partition_by("gpu", as_dict=True).items():
+        if key not in wanted:
+            continue
+        order = part.sort("start_ns")
+        starts = order["start_ns"].to_numpy()
+        ends = order["end_ns"].to_numpy()
+        before = np.concatenate(([0], np.cumsum(ends - starts)))
+        iv = wanted[key]
+        a, b = iv["start_ns"].to_numpy(), iv["end_ns"].to_numpy()
+        covered = _covered_up_to(b, starts, ends, before) - _covered_up_to(a, starts, ends, before)
+        out["gpu"].append(int(key[0]))
+        out["_hidden_ns"].append(int(covered.sum()))
+    return pl.DataFrame(out, schema={"gpu": pl.Int32, "_hidden_ns": pl.Int64})
