@@ -229,6 +229,10 @@ def test_cori_report_shows_transfers_per_gpu_and_names_them() -> None:
         "GPU 0–7 spend 4.7%–4.8% of their window in memory copies and memsets"
     )
     assert "their transfer time is 1.90×–4.74× their kernel time" in heavy.claim["en"]
+    # Its evidence links to the inline definition the report carries.
+    from nsysan.report.glossary import definition_anchor
+
+    assert {definition_anchor(e.source) for e in heavy.evidence} == {"#def-transfers"}
     view = build_view(analysis, diagnosis, "en")
     gpus = next(s for s in view.sections if s.key == "gpus")
     table = next(t for t in gpus.tables if t.title == "Memory transfers")
