@@ -198,3 +198,13 @@ def test_report_lists_graph_work_per_gpu(name: str) -> None:
         assert {r[1:5] for r in table.rows} == {
             ("graph-node kernels", "node level", replays, str(29 * int(replays)))
         }
+
+
+def test_info_counts_graph_executions_per_gpu() -> None:
+    from nsysan.info import render_text, summarize
+
+    summary = summarize(load_trace(FIXTURES / "serving-graphs.sqlite"))
+    replays = int(GROUND_TRUTH["serving-graphs"]["numbers"]["graph_replays"])
+    assert [g["graph_executions"] for g in summary["gpus"]] == [replays] * 8
+    assert summary["counts"]["graphs"] == 8 * replays
+    assert f"{replays} CUDA graph executions" in render_text(summary)
