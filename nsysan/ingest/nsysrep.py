@@ -9,7 +9,8 @@ Without nsys: one line saying how to get it (docs/errors.md#nsys-not-found).
 
 The cache folder is ``$NSYSAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/nsysan``, else
 ``~/.cache/nsysan``; exports live in its ``exports/`` folder, one sub-folder per report
-version, with an ``export.json`` that records what made them.
+version, with an ``export.json`` that records what made them. Nothing removes old
+exports: delete the folder to reclaim the space (the next run exports again).
 """
 
 from __future__ import annotations
