@@ -208,3 +208,21 @@ def test_info_counts_graph_executions_per_gpu() -> None:
     assert [g["graph_executions"] for g in summary["gpus"]] == [replays] * 8
     assert summary["counts"]["graphs"] == 8 * replays
     assert f"{replays} CUDA graph executions" in render_text(summary)
+
+
+def test_graph_executions_take_part_in_imbalance_drift_and_stagger(
+    runs: dict[str, tuple[Analysis, GroundTruth]],
+) -> None:
+    analysis, truth = runs["serving-graphs"]
+    assert analysis.imbalance is not None and analysis.stagger is not None
+    load = analysis.imbalance.per_gpu.sort("gpu")
+    # Busy and compute time per GPU include the replays (no NCCL kernel is visible in them).
+    assert load["busy_ns"].to_list() == [g.busy_ns for g in truth.gpus]
+    assert load["kernel_count"].to_list() == [g.kernels for g in truth.gpus]
+    assert all(c > 0.8 * b for c, b in zip(load["compute_ns"], load["busy_ns"], strict=True))
+    # Drift windows see the GPUs busy through the replays, not idle.
+    drift = analysis.imbalance.drift
+    assert drift["busy_share"].median() > 0.85  # type: ignore[operator]
+    # Stagger compares 8 GPUs whose gaps are the scheduler's, at the same times on all.
+    assert analysis.stagger.gpu_count == 8
+    assert analysis.stagger.verdict == "aligned"
