@@ -5,11 +5,12 @@ tables to the next (gaps to stagger and host attribution, busy to NCCL, GPU metr
 to the dashboard view). Each analysis needs certain tables; when they are missing,
 its result is ``None`` and ``unavailable[name]`` says why, in words the report shows.
 
-Per-GPU analyses always use the per-physical-GPU busy union of kernels (the
-``kernels`` busy mode). With ``Settings.busy_mode == "nvidia"``, ``gaps`` and ``busy``
-are additionally computed with Nsight Systems' own gpu_gaps definition (per process
-and CUDA device) in ``nvidia_busy``/``nvidia_gaps``, so they can be compared with
-``nsys analyze``.
+Per-GPU analyses always use the per-physical-GPU busy union of kernels and CUDA graph
+executions (the ``kernels`` busy mode); gap time with a memcpy or memset running is its
+own host-attribution cause. With ``Settings.busy_mode == "nvidia"``, ``gaps`` and
+``busy`` are additionally computed with Nsight Systems' own gpu_gaps definition (per
+process and CUDA device, kernel table only) in ``nvidia_busy``/``nvidia_gaps``, so they
+can be compared with ``nsys analyze``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from nsysan.analyze.gaps import GapsResult, measure_gaps
 from nsysan.analyze.host import HostResult, attribute_gaps
 from nsysan.analyze.nccl import NcclResult, measure_nccl
 from nsysan.analyze.stagger import StaggerResult, measure_stagger
+from nsysan.analyze.transfers import TransferResult, measure_transfers, transfer_intervals
+from nsysan.ingest.graphs import with_graph_work
 from nsysan.model import Trace
 from nsysan.settings import Settings
 
@@ -62,6 +65,8 @@ class Analysis:
     # start-up was detected (see _steady_state).
     dominant: DominantResult | None = None
     steady_stagger: StaggerResult | None = None
+    # Memcpys and memsets per GPU (None without any on a GPU with a window).
+    transfers: TransferResult | None = None
 
     @property
     def results(self) -> dict[str, object]:
@@ -102,6 +107,9 @@ def analyze(
     """Every analysis of ``trace``; ``ncu`` is a :func:`nsysan.ingest.ncu.read_ncu_csv` table."""
     settings = settings or Settings()
     unavailable: dict[str, str] = {}
+    # CUDA graph executions are GPU work (nsysan.ingest.graphs); NVIDIA's own rules,
+    # reproduced by the nvidia busy mode, read the kernel table alone.
+    kernels_only, trace = trace, with_graph_work(trace)
     if trace.kernels.is_empty():
         reason = trace.capabilities.missing[0] if trace.capabilities.missing else NO_GPU_WORK
         for name in (
@@ -114,6 +122,7 @@ def analyze(
             "dashboard",
             "contention",
             "bound",
+            "transfers",
         ):
             unavailable[name] = reason
         return Analysis(
@@ -139,7 +148,7 @@ def analyze(
 
     nvidia_busy = nvidia_gaps = None
     if settings.busy_mode == "nvidia":
-        nvidia_busy = measure_busy(trace, settings)
+        nvidia_busy = measure_busy(kernels_only, settings)
         nvidia_gaps = measure_gaps(nvidia_busy.intervals, nvidia_busy.summary, nvidia_busy.keys)
 
     # The analyses below read the same inputs and never each other's results (but the
@@ -149,13 +158,22 @@ def analyze(
         stagger_job = (
             pool.submit(measure_stagger, gaps.gaps, windows) if windows.height >= 2 else None
         )
-        host_job = pool.submit(attribute_gaps, trace, gaps.gaps, settings, keys=gaps.keys)
+        # Gap time with a memcpy/memset running is its own cause ("GPU busy with a transfer").
+        copies = transfer_intervals(trace)
+        host_job = pool.submit(
+            attribute_gaps, trace, gaps.gaps, settings, keys=gaps.keys, transfers=copies
+        )
+        transfers_job = pool.submit(measure_transfers, trace, windows, busy.intervals)
         imbalance_job = pool.submit(measure_imbalance, trace, busy.intervals, windows, settings)
         nccl_job = pool.submit(measure_nccl, trace.kernels, busy.intervals, windows)
         views_job = pool.submit(_device_views, trace, busy, settings)
         stagger = stagger_job.result() if stagger_job else None
         host, imbalance, nccl = host_job.result(), imbalance_job.result(), nccl_job.result()
         contention, dashboard = views_job.result()
+        transfers: TransferResult | None = transfers_job.result()
+    if transfers is not None and not transfers.available:
+        transfers = None
+        unavailable["transfers"] = "no memory copies or memsets on the GPUs"
     if stagger is None:
         unavailable["stagger"] = "one GPU ran work: stagger compares the gaps of two or more GPUs"
     if not contention.available:
@@ -186,6 +204,7 @@ def analyze(
         nvidia_gaps=nvidia_gaps,
         ncu_path=ncu_path,
         unavailable=unavailable,
+        transfers=transfers,
     )
 
 

@@ -28,6 +28,12 @@ EXIT_OK, EXIT_INPUT_ERROR, EXIT_USAGE = 0, 1, 2
 SIGNAL_EXITS = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")}
 
 trace_paths = click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+nsys_option = click.option(
+    "--nsys",
+    "nsys_path",
+    type=click.Path(path_type=Path),
+    help="The nsys that exports .nsys-rep/.qdrep reports to SQLite (default: nsys on PATH).",
+)
 
 
 def _json_default(value: Any) -> Any:
@@ -48,7 +54,8 @@ def dump_json(data: Any) -> str:
 )
 @click.pass_context
 def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
-    """Why is a multi-GPU job slower than it should be? Reads Nsight Systems SQLite exports."""
+    """Why is a multi-GPU job slower than it should be? Reads Nsight Systems SQLite exports
+    (and .nsys-rep reports, exported with nsys)."""
     from nsysan import progress
 
     progress.enable(quiet)
@@ -58,7 +65,8 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @cli.command()
 @trace_paths
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def info(traces: tuple[Path, ...], as_json: bool) -> None:
+@nsys_option
+def info(traces: tuple[Path, ...], as_json: bool, nsys_path: Path | None) -> None:
     """What TRACES hold: export version, GPUs, processes, span, table counts, what is missing.
 
     Several files (one per rank or node) are put on one timeline. The CUDA API, NVTX,
@@ -67,7 +75,7 @@ def info(traces: tuple[Path, ...], as_json: bool) -> None:
     from nsysan.info import render_text, summarize
     from nsysan.ingest import load_census
 
-    summary = summarize(*load_census(list(traces)))
+    summary = summarize(*load_census(list(traces), nsys_path=nsys_path))
     click.echo(dump_json(summary) if as_json else render_text(summary))
 
 
@@ -192,7 +200,9 @@ def refuse_overwrite_inputs(
     refuse_overwrite(outputs, [*traces, ncu_csv])
 
 
-def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) -> Any:
+def run_analysis(
+    traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any, nsys_path: Path | None = None
+) -> Any:
     from nsysan.analysis import analyze
     from nsysan.ingest import load_trace
     from nsysan.ingest.ncu import read_ncu_csv
@@ -202,7 +212,7 @@ def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) 
     names = ", ".join(p.name for p in traces[:3]) + (" ..." if len(traces) > 3 else "")
     with phase(f"reading {names}"):
         # Grid and block sizes only serve the Nsight Compute join.
-        trace = load_trace(list(traces), launch_config=ncu is not None)
+        trace = load_trace(list(traces), launch_config=ncu is not None, nsys_path=nsys_path)
     with phase(f"analysing {trace.kernels.height:,} kernels on {trace.gpu_count} GPU(s)"):
         analysis = analyze(trace, settings, ncu=ncu, ncu_path=ncu_csv)
     # A CSV of another program joins little of the trace: say so (the report does too).
@@ -217,6 +227,7 @@ def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) 
 @cli.command()
 @trace_paths
 @analysis_options
+@nsys_option
 @click.option(
     "--json", "as_json", is_flag=True, help="Print every result as JSON (docs/json-schema.md)."
 )
@@ -233,6 +244,7 @@ def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) 
 def analyze(
     traces: tuple[Path, ...],
     ncu_csv: Path | None,
+    nsys_path: Path | None,
     as_json: bool,
     output: Path | None,
     detail: str,
@@ -243,7 +255,7 @@ def analyze(
     from nsysan.report.jsonout import dumps
 
     refuse_overwrite_inputs([output], traces, ncu_csv)
-    analysis = run_analysis(traces, ncu_csv, build_settings(**options))
+    analysis = run_analysis(traces, ncu_csv, build_settings(**options), nsys_path)
     document = analysis_document(analysis, detail)
     if output is not None:
         from nsysan.output import write_atomic
@@ -264,6 +276,7 @@ def _default_report_path(traces: tuple[Path, ...]) -> Path:
 @cli.command()
 @trace_paths
 @analysis_options
+@nsys_option
 @click.option(
     "-o",
     "--output",
@@ -286,6 +299,7 @@ def _default_report_path(traces: tuple[Path, ...]) -> Path:
 def report(
     traces: tuple[Path, ...],
     ncu_csv: Path | None,
+    nsys_path: Path | None,
     output: Path | None,
     lang: str,
     json_path: Path | None,
@@ -299,7 +313,7 @@ def report(
 
     target = output or _default_report_path(traces)
     refuse_overwrite_inputs([target, json_path], traces, ncu_csv)
-    analysis = run_analysis(traces, ncu_csv, build_settings(**options, lang=lang))
+    analysis = run_analysis(traces, ncu_csv, build_settings(**options, lang=lang), nsys_path)
     from nsysan.progress import phase
 
     with phase(f"writing {target.name}"):
@@ -372,11 +386,12 @@ def demo(out_dir: Path, lang: str) -> None:
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-def compare(before: Path, after: Path, as_json: bool) -> None:
-    """Compare two runs: each an export (.sqlite) or an analysis JSON (nsysan analyze -o)."""
+@nsys_option
+def compare(before: Path, after: Path, as_json: bool, nsys_path: Path | None) -> None:
+    """Compare two runs: each an export (.sqlite), a report (.nsys-rep) or an analysis JSON."""
     from nsysan.compare import compare_documents, load_document, render_comparison
 
-    result = compare_documents(load_document(before), load_document(after))
+    result = compare_documents(load_document(before, nsys_path), load_document(after, nsys_path))
     click.echo(dump_json(result) if as_json else render_comparison(result))
 
 

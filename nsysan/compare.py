@@ -15,8 +15,8 @@ from nsysan.errors import InputNotFoundError, NsysanError
 from nsysan.report import fmt
 
 
-def load_document(path: Path) -> dict[str, Any]:
-    """An analysis document from a JSON file, or by analysing an export."""
+def load_document(path: Path, nsys_path: Path | None = None) -> dict[str, Any]:
+    """An analysis document from a JSON file, or by analysing an export or a report."""
     if not path.exists():
         raise InputNotFoundError(f"{path}: no such file")
     if path.suffix.lower() == ".json":
@@ -36,7 +36,8 @@ def load_document(path: Path) -> dict[str, Any]:
     from nsysan.report.document import analysis_document
     from nsysan.report.jsonout import to_jsonable
 
-    return to_jsonable(analysis_document(analyze(load_trace([path]))))  # type: ignore[no-any-return]
+    trace = load_trace([path], nsys_path=nsys_path)
+    return to_jsonable(analysis_document(analyze(trace)))  # type: ignore[no-any-return]
 
 
 def _per_gpu(doc: dict[str, Any]) -> dict[int, dict[str, Any]]:

@@ -21,7 +21,7 @@ INFO_SCHEMA_VERSION = 1
 def _span(trace: model.Trace, counted: Mapping[str, TableCensus]) -> tuple[int | None, int | None]:
     starts: list[int] = []
     ends: list[int] = []
-    for name in ("kernels", "memcpy", "memset", "cuda_api", "nvtx", "osrt"):
+    for name in ("kernels", "graphs", "memcpy", "memset", "cuda_api", "nvtx", "osrt"):
         df = trace.table(name)
         if name in counted:
             c = counted[name]
@@ -43,9 +43,16 @@ def _gpu_rows(trace: model.Trace) -> list[dict[str, Any]]:
         pl.col("start_ns").min().alias("first_ns"),
         pl.col("end_ns").max().alias("last_ns"),
     )
+    graphs = trace.graphs.group_by("gpu").agg(
+        pl.len().alias("graph_executions"),
+        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("graph_time_ns"),
+    )
     procs = (
         pl.concat(
-            [trace.table(t).select("gpu", "source", "pid") for t in ("kernels", "memcpy", "memset")]
+            [
+                trace.table(t).select("gpu", "source", "pid")
+                for t in ("kernels", "graphs", "memcpy", "memset")
+            ]
         )
         .unique()
         .group_by("gpu")
@@ -53,9 +60,12 @@ def _gpu_rows(trace: model.Trace) -> list[dict[str, Any]]:
     )
     rows = (
         trace.gpus.join(k, on="gpu", how="left")
+        .join(graphs, on="gpu", how="left")
         .join(procs, on="gpu", how="left")
         .sort("gpu")
-        .with_columns(pl.col("kernels").fill_null(0), pl.col("kernel_time_ns").fill_null(0))
+        .with_columns(
+            pl.col("kernels", "kernel_time_ns", "graph_executions", "graph_time_ns").fill_null(0)
+        )
     )
     return rows.select(
         "gpu",
@@ -68,6 +78,8 @@ def _gpu_rows(trace: model.Trace) -> list[dict[str, Any]]:
         "sm_count",
         "kernels",
         "kernel_time_ns",
+        "graph_executions",
+        "graph_time_ns",
         "first_ns",
         "last_ns",
         "pids",
@@ -76,7 +88,10 @@ def _gpu_rows(trace: model.Trace) -> list[dict[str, Any]]:
 
 def _process_rows(trace: model.Trace) -> list[dict[str, Any]]:
     gpu_procs = pl.concat(
-        [trace.table(t).select("source", "pid", "gpu") for t in ("kernels", "memcpy", "memset")]
+        [
+            trace.table(t).select("source", "pid", "gpu")
+            for t in ("kernels", "graphs", "memcpy", "memset")
+        ]
     ).unique()
     if gpu_procs.is_empty():
         return []
@@ -151,7 +166,13 @@ def render_text(summary: dict[str, Any]) -> str:
         lines.append(
             f"  GPU {g['gpu']}: {g['name'] or 'unknown model'} [{g['identity']}: {ident}] "
             f"{g['kernels']} kernels, {g['kernel_time_ns'] / 1e6:.3f} ms kernel time, "
-            f"PIDs {', '.join(str(p) for p in g['pids'] or [])}"
+            + (
+                f"{g['graph_executions']} CUDA graph executions, "
+                f"{g['graph_time_ns'] / 1e6:.3f} ms graph time, "
+                if g["graph_executions"]
+                else ""
+            )
+            + f"PIDs {', '.join(str(p) for p in g['pids'] or [])}"
         )
     procs = summary["processes_with_gpu_work"]
     lines.append(f"processes with GPU work: {len(procs)}")

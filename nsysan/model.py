@@ -45,6 +45,9 @@ KERNELS: Schema = {
     "block_x": pl.Int32,
     "block_y": pl.Int32,
     "block_z": pl.Int32,
+    # A green context (CUDA 12.4+ SM partition of a context); null without one, and then
+    # a constant column that takes no memory.
+    "green_context_id": pl.Int32,
 }
 
 MEMCPY: Schema = {
@@ -72,6 +75,24 @@ MEMSET: Schema = {
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,
     "bytes": pl.Int64,
+}
+
+# CUDA graph executions (CUPTI_ACTIVITY_KIND_GRAPH_TRACE, ``--cuda-graph-trace=graph``):
+# one row per replay of a graph, whose kernels are then absent from ``kernels``.
+# ``correlation_id`` is that of the cudaGraphLaunch/cuGraphLaunch call.
+GRAPHS: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "gpu": pl.Int32,
+    "device_id": pl.Int32,
+    "context_id": pl.Int64,
+    "green_context_id": pl.Int64,
+    "stream_id": pl.Int64,
+    "correlation_id": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "graph_id": pl.Int64,
+    "graph_exec_id": pl.Int64,
 }
 
 # CUDA runtime and driver API calls. ``name`` has the ``_v<N>`` suffix stripped.
@@ -192,6 +213,7 @@ TABLE_SCHEMAS: dict[str, Schema] = {
     "kernels": KERNELS,
     "memcpy": MEMCPY,
     "memset": MEMSET,
+    "graphs": GRAPHS,
     "cuda_api": CUDA_API,
     "nvtx": NVTX,
     "osrt": OSRT,
@@ -207,6 +229,7 @@ TABLE_SCHEMAS: dict[str, Schema] = {
 # Event tables whose absence limits what can be analysed; see Capabilities.
 EVENT_TABLES = (
     "kernels",
+    "graphs",
     "memcpy",
     "memset",
     "cuda_api",
@@ -275,6 +298,7 @@ class Trace:
     sources: pl.DataFrame
     capabilities: Capabilities
     notes: tuple[str, ...] = field(default=())
+    graphs: pl.DataFrame = field(default_factory=lambda: empty_frame(GRAPHS))
 
     def table(self, name: str) -> pl.DataFrame:
         return getattr(self, name)  # type: ignore[no-any-return]
@@ -285,4 +309,9 @@ class Trace:
 
     @property
     def has_gpu_work(self) -> bool:
-        return self.kernels.height > 0 or self.memcpy.height > 0 or self.memset.height > 0
+        return (
+            self.kernels.height > 0
+            or self.graphs.height > 0
+            or self.memcpy.height > 0
+            or self.memset.height > 0
+        )

@@ -39,6 +39,7 @@ ALLOWED = frozenset(
     cudaStreamSynchronize cudaDeviceSynchronize cudaMemcpyAsync Rust C warp DP TP PP MoE KV cache batch
     tokenizer gpu_gaps analyze unjoined AllReduce AllGather ReduceScatter Broadcast Reduce SendRecv
     Send Recv kernels csv Python CUDA_VISIBLE_DEVICES TARGET_INFO_GPU memcpy memset GPC JSON pts
+    NVIDIA cudaGraphLaunch cuGraphLaunch MPS
     """.split()
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]|[A-Za-z]")

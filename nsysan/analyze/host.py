@@ -84,7 +84,7 @@ from nsysan.analyze.host_loops import (
     time_per_cause,
     time_per_text,
 )
-from nsysan.intervals import sort_if_needed
+from nsysan.intervals import rows_by_unit, sort_if_needed
 from nsysan.model import Capabilities, Trace
 from nsysan.settings import Settings
 
@@ -132,6 +132,7 @@ CAUSES = (
     "unattributed",
     "unattributed_no_data",
     "launch_call",
+    "gpu_transfer",
     "gpu_wait",
     "no_launch_record",
 )
@@ -150,6 +151,7 @@ CAUSE_LABELS = {
     "unattributed": "unattributed",
     "unattributed_no_data": "unattributed (no data)",
     "launch_call": "in the launch call of the next operation",
+    "gpu_transfer": "GPU busy with a transfer (memcpy/memset)",
     "gpu_wait": "GPU-side wait (work already queued)",
     "no_launch_record": "no launch record",
 }
@@ -1052,33 +1054,137 @@ def _host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return threads, portions
 
 
+def _transfer_pieces(table: pl.DataFrame, transfers: pl.DataFrame) -> tuple[np.ndarray, ...]:
+    """The parts of the gaps under a transfer: ``gap, start, end`` arrays.
+
+    Gaps of one GPU are disjoint and in start order, and so is each GPU's transfer
+    union: each transfer interval meets a run of consecutive gaps, found by binary
+    search, so the cost follows the transfers (few), not the gaps (millions).
+    """
+    gpu = table["gpu"].to_numpy()
+    g_start = table["start_ns"].to_numpy()
+    g_end = table["end_ns"].to_numpy()
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    by_gpu = transfers.partition_by("gpu", as_dict=True, maintain_order=True)
+    rows = rows_by_unit(gpu, [int(key[0]) for key in by_gpu])
+    for key, iv in by_gpu.items():
+        where = np.arange(len(gpu))[rows[int(key[0])]]
+        if where.size == 0:
+            continue
+        order = np.argsort(g_start[where], kind="stable")
+        where = where[order]
+        starts, ends = g_start[where], g_end[where]
+        t_start, t_end = iv["start_ns"].to_numpy(), iv["end_ns"].to_numpy()
+        first = np.searchsorted(ends, t_start, side="right")
+        stop = np.searchsorted(starts, t_end, side="left")
+        counts = np.clip(stop - first, 0, None)
+        total = int(counts.sum())
+        if total == 0:
+            continue
+        which = np.repeat(np.arange(len(t_start)), counts)
+        offset = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        gap = where[np.repeat(first, counts) + offset]
+        lo = np.maximum(t_start[which], g_start[gap])
+        hi = np.minimum(t_end[which], g_end[gap])
+        keep = hi > lo
+        parts.append((gap[keep], lo[keep], hi[keep]))
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    return tuple(np.concatenate(arrays) for arrays in zip(*parts, strict=True))
+
+
+def _transfer_time(
+    table: pl.DataFrame,
+    portions: pl.DataFrame,
+    segments: pl.DataFrame,
+    transfers: pl.DataFrame,
+) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
+    """Each gap's time with a transfer running on its GPU, by where it falls.
+
+    Adds ``_t_gap`` (in the whole gap), ``_t_host`` (in its host portion ``[S, l)``)
+    and ``_t_call`` (in its launch call ``[l, le)``) to ``table``; returns, per gap, the
+    host causes' time inside the transfers (to take out of those causes) and
+    ``_nvtx_ns`` likewise.
+    """
+    n = table.height
+    iv = transfers.select(pl.col("gpu").cast(table.schema["gpu"]), "start_ns", "end_ns")
+    gap, lo, hi = _transfer_pieces(table, iv)
+    start = table["start_ns"].to_numpy()
+    launch = table.select(pl.coalesce("_l", "start_ns")).to_series().to_numpy()
+    returned = table.select(pl.coalesce("_le", "start_ns")).to_series().to_numpy()
+    l_at, le_at = launch[gap], returned[gap]
+
+    def per_gap(lengths: np.ndarray) -> np.ndarray:
+        return np.bincount(gap, weights=np.clip(lengths, 0, None), minlength=n).astype(np.int64)
+
+    host_end = np.minimum(hi, l_at)
+    table = table.with_columns(
+        pl.Series("_t_gap", per_gap(hi - lo)),
+        pl.Series("_t_host", per_gap(host_end - lo)),
+        pl.Series("_t_call", per_gap(np.minimum(hi, le_at) - np.maximum(lo, l_at))),
+    )
+    # The host portions' pieces under a transfer, with their gap's feeding thread.
+    thread = np.full(n, -1, dtype=np.int64)
+    thread[portions["_gap"].to_numpy()] = portions[_TH].to_numpy()
+    host = (host_end > lo) & (thread[gap] >= 0) & (lo >= start[gap])
+    if not host.any():
+        return table, {}
+    pieces = pl.DataFrame(
+        {
+            "_gap": gap[host].astype(np.uint32),
+            _TH: thread[gap[host]],
+            "start_ns": lo[host],
+            "end_ns": host_end[host],
+        }
+    ).with_columns(
+        pl.col("_gap").cast(portions.schema["_gap"]), pl.col(_TH).cast(portions.schema[_TH])
+    )
+    return table, _time_in(pieces, segments, n)
+
+
 def _split(
     table: pl.DataFrame,
     per_cause: dict[str, np.ndarray],
     text_time: pl.DataFrame,
     has_api: bool,
     no_host_data: bool,
+    carve: bool = False,
 ) -> tuple[pl.DataFrame, frozenset[str]]:
     """Adds ``<cause>_ns`` for every cause, ``cause`` and ``nvtx_text`` to each gap.
+
+    With ``carve``, ``table`` has the transfer time of each gap in all (``_t_gap``), in
+    its host portion (``_t_host``) and in its launch call (``_t_call``): that time is
+    ``gpu_transfer`` and leaves the positional parts it falls in.
 
     Also returns the cause columns that are 0 for every gap: they stay constant
     columns, which take no memory (a dozen columns of millions of rows would).
     """
-    host_len = pl.when(_LAUNCHED).then(pl.col("_l") - pl.col("start_ns")).otherwise(0)
+    zero = pl.lit(0, dtype=pl.Int64)
+    t_gap, t_host, t_call = (
+        (pl.col("_t_gap"), pl.col("_t_host"), pl.col("_t_call")) if carve else (zero, zero, zero)
+    )
+    host_len = pl.when(_LAUNCHED).then(pl.col("_l") - pl.col("start_ns") - t_host).otherwise(0)
     rest = host_len - pl.sum_horizontal(pl.lit(0), *(pl.col(name) for name in per_cause))
     columns: dict[str, pl.Expr | None] = {f"{c}_ns": None for c in CAUSES}
+    if carve:
+        columns["gpu_transfer_ns"] = t_gap
     if not has_api:
         # Without a CUDA API table there is no launch to look for: nothing is known.
-        columns["unattributed_no_data_ns"] = pl.col("duration_ns")
+        columns["unattributed_no_data_ns"] = pl.col("duration_ns") - t_gap
     else:
         columns["unattributed_no_data_ns" if no_host_data else "unattributed_ns"] = rest
         columns["launch_call_ns"] = (
-            pl.when(_LAUNCHED).then(pl.col("_le") - pl.col("_l")).otherwise(0)
+            pl.when(_LAUNCHED).then(pl.col("_le") - pl.col("_l") - t_call).otherwise(0)
         )
         columns["gpu_wait_ns"] = (
-            pl.when(_LAUNCHED).then(pl.col("end_ns") - pl.col("_le")).otherwise(0)
+            pl.when(_LAUNCHED)
+            .then(pl.col("end_ns") - pl.col("_le") - (t_gap - t_host - t_call))
+            .otherwise(0)
         )
-        columns["no_launch_record_ns"] = pl.when(_LAUNCHED).then(0).otherwise(pl.col("duration_ns"))
+        columns["no_launch_record_ns"] = (
+            pl.when(_LAUNCHED).then(0).otherwise(pl.col("duration_ns") - t_gap)
+        )
     constant = frozenset(
         name for name, expr in columns.items() if expr is None and name not in per_cause
     )
@@ -1184,11 +1290,14 @@ def attribute_gaps(
     gaps: pl.DataFrame,
     settings: Settings | None = None,
     keys: Sequence[str] = ("gpu",),
+    transfers: pl.DataFrame | None = None,
 ) -> HostResult:
     """Attribute every gap's time to host-side and GPU-side causes (see the module docstring).
 
     ``gaps`` is :attr:`GapsResult.gaps` (``keys`` + ``start_ns, end_ns``) and ``keys``
-    its unit keys (:attr:`GapsResult.keys`); ``gpu`` must be among them.
+    its unit keys (:attr:`GapsResult.keys`); ``gpu`` must be among them. ``transfers``
+    (``gpu, start_ns, end_ns``, per-GPU memcpy/memset time) is gap time of its own
+    cause, ``gpu_transfer``, whatever the host did meanwhile (per-GPU keys only).
     """
     settings = settings or Settings()
     keys = list(keys)
@@ -1204,10 +1313,16 @@ def attribute_gaps(
     signature = gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi"))
     segments = _cause_segments(trace, threads, signature, portions)
     spent = _time_in(portions, segments, table.height)
+    carve = transfers is not None and transfers.height > 0 and keys == ["gpu"]
+    if carve:
+        assert transfers is not None
+        table, in_transfer = _transfer_time(table, portions, segments, transfers)
+        for name, values in in_transfer.items():
+            spent[name] = spent.get(name, np.zeros(table.height, dtype=np.int64)) - values
     # Only portions with time inside NVTX ranges need the costlier interval join.
     in_ranges = portions.filter(spent.pop("_nvtx_ns")[portions["_gap"].to_numpy()] > 0)
     text_time = _text_time(in_ranges, segments, trace, threads)
-    table, constant = _split(table, spent, text_time, has_api, no_host_data)
+    table, constant = _split(table, spent, text_time, has_api, no_host_data, carve)
 
     feed = [
         *([pl.col("_feed_source").alias("source")] if "source" not in keys else []),

@@ -14,6 +14,7 @@ from statistics import mean
 from nsysan.diagnose.facts import Facts  # noqa: F401  (re-exported for tests)
 from nsysan.diagnose.findings import EvidenceItem, Finding
 from nsysan.diagnose.gpu_rules import GPU_RULE_IDS, GPU_RULES, host_bound_gaps  # noqa: F401
+from nsysan.diagnose.transfer_rules import transfer_heavy
 from nsysan.report.fmt import duration, percent, ratio
 
 # false-balance / host-bound (seed 4.5, 4.4 CPU-side scheduling)
@@ -581,6 +582,7 @@ RULES: tuple[Rule, ...] = (
     collective_skew,
     memory_bound,
     clock_throttling,
+    transfer_heavy,
 )
 
 RULE_IDS = (
@@ -595,5 +597,6 @@ RULE_IDS = (
     "collective-skew",
     "memory-bound",
     "clock-throttling",
+    "transfer-heavy",
     *GPU_RULE_IDS,
 )

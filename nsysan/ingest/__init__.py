@@ -19,7 +19,7 @@ import polars as pl
 
 from nsysan import model
 from nsysan.errors import InputNotFoundError
-from nsysan.ingest import identity, nsys, validate
+from nsysan.ingest import graphs, identity, nsys, nsysrep, validate
 from nsysan.ingest.census import TableCensus
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import is_one_of, values_matching
@@ -102,6 +102,7 @@ def _read_file(
         "gpu_metrics": lambda: nsys.read_gpu_metrics(db, source),
         "memcpy": lambda: nsys.read_memcpy(db, source),
         "memset": lambda: nsys.read_memset(db, source),
+        "graphs": lambda: graphs.read_graph_executions(db, source),
         "overhead": lambda: nsys.read_overhead(db, names, source),
         "threads": lambda: nsys.read_threads(db, names, source),
         "processes": lambda: nsys.read_processes(db, source),
@@ -119,7 +120,7 @@ def _read_file(
             [
                 tables[t].select("pid", pl.col("device_id").cast(pl.Int64))
                 # GPUs are those that ran work; a sync record alone does not make one.
-                for t in ("kernels", "memcpy", "memset")
+                for t in ("kernels", "graphs", "memcpy", "memset")
             ]
         )
         .unique()
@@ -148,18 +149,24 @@ def _metrics_targets(metrics: pl.DataFrame, target_gpus: pl.DataFrame) -> pl.Dat
     )
 
 
-def load_trace(paths: str | Path | Sequence[str | Path], launch_config: bool = True) -> model.Trace:
+def load_trace(
+    paths: str | Path | Sequence[str | Path],
+    launch_config: bool = True,
+    nsys_path: str | Path | None = None,
+) -> model.Trace:
     """Load exports (one file, or one per rank/node) as one trace on one timeline.
 
     ``launch_config=False`` leaves the kernels' grid/block sizes out (null); only the
-    Nsight Compute join needs them, and they are a quarter of a kernel row.
+    Nsight Compute join needs them, and they are a quarter of a kernel row. Nsight
+    Systems reports (``.nsys-rep``, ``.qdrep``) are exported first, with ``nsys_path``
+    or the nsys on PATH (:mod:`nsysan.ingest.nsysrep`).
     """
-    trace, _ = _load(paths, launch_config=launch_config, census=False)
+    trace, _ = _load(paths, launch_config=launch_config, census=False, nsys_path=nsys_path)
     return trace
 
 
 def load_census(
-    paths: str | Path | Sequence[str | Path],
+    paths: str | Path | Sequence[str | Path], nsys_path: str | Path | None = None
 ) -> tuple[model.Trace, dict[str, TableCensus]]:
     """What ``nsysan info`` needs, without reading the host-side event tables.
 
@@ -169,17 +176,22 @@ def load_census(
     per table, rows a full read would keep and their span on the trace's timeline.
     Capabilities, notes and refusals are those of :func:`load_trace`.
     """
-    return _load(paths, launch_config=False, census=True)
+    return _load(paths, launch_config=False, census=True, nsys_path=nsys_path)
 
 
 def _load(
-    paths: str | Path | Sequence[str | Path], *, launch_config: bool, census: bool
+    paths: str | Path | Sequence[str | Path],
+    *,
+    launch_config: bool,
+    census: bool,
+    nsys_path: str | Path | None,
 ) -> tuple[model.Trace, dict[str, TableCensus]]:
     if isinstance(paths, (str, Path)):
         paths = [paths]
     if not paths:
         raise InputNotFoundError("no trace files given")
     check_distinct_files([Path(p) for p in paths])
+    paths, exported = nsysrep.resolve_inputs([Path(p) for p in paths], nsys_path)
     dbs: list[ExportDB] = []
     try:
         for p in paths:
@@ -204,8 +216,9 @@ def _load(
     trace, counted = _assemble(ordered_infos, files, sort_kernels=not census)
     # What ingest validation dropped or truncated (nsysan.ingest.validate).
     checked = [f"{db.path.name}: {note}" for i in order for db in [dbs[i]] for note in db.notes]
-    if checked:
-        trace = dataclasses.replace(trace, notes=(*checked, *trace.notes))
+    notes = (*exported, *checked)
+    if notes:
+        trace = dataclasses.replace(trace, notes=(*notes, *trace.notes))
     return trace, counted
 
 
@@ -237,7 +250,7 @@ def _assemble(
             continue
         parts = [f.tables[name] for f in files]
         df = pl.concat(parts, how="vertical_relaxed") if parts else model.empty_frame(schema)
-        if name in ("kernels", "memcpy", "memset"):
+        if name in ("kernels", "graphs", "memcpy", "memset"):
             df = df.drop("gpu").join(
                 device_gpu, on=["source", "pid", "device_id"], how="left", maintain_order="left"
             )
@@ -404,7 +417,7 @@ def _capabilities(
         for t in model.EVENT_TABLES
     }
     missing: list[str] = []
-    if not present["kernels"]:
+    if not present["kernels"] and not present["graphs"]:
         api = counted.get("cuda_api")
         launches = api.launch_calls if api else kernel_launch_calls(tables["cuda_api"])
         if launches:

@@ -176,12 +176,17 @@ def read_kernels(
 ) -> pl.DataFrame:
     """Kernels; grid/block (24 bytes a row) only with ``launch_config``."""
     wanted = dict(_GPU_ACTIVITY_COLUMNS)
-    wanted.update(short_name_id="shortName", name_id="demangledName")
+    wanted.update(
+        short_name_id="shortName", name_id="demangledName", green_context_id="greenContextId"
+    )
     if launch_config:
         wanted.update(_LAUNCH_CONFIG_COLUMNS)
     df = _read_table(db, "CUPTI_ACTIVITY_KIND_KERNEL", wanted)
     if df is None:
         return _empty_with_global_pid(model.KERNELS)
+    if "green_context_id" in df.columns and df["green_context_id"].null_count() == df.height:
+        # No green contexts (the usual case): the model's constant null column instead.
+        df = df.drop("green_context_id")
     df = _resolve(df, names, "short_name_id", "short_name")
     df = _resolve(df, names, "name_id", "name")
     # The placeholder takes the names' dtype (String, or Categorical ids).

@@ -26,6 +26,7 @@ CAUSE_LABELS_ZH = {
     "unattributed": "未归因",
     "unattributed_no_data": "未归因（缺少数据）",
     "launch_call": "下一个操作的发射调用",
+    "gpu_transfer": "GPU 正在传输（memcpy/memset）",
     "gpu_wait": "GPU 侧等待（工作已排队）",
     "no_launch_record": "无发射记录",
 }
@@ -47,6 +48,7 @@ ZH_EXACT: dict[str, str] = {
     "no GPU metrics": "没有 GPU 指标",
     "no Nsight Compute data: give --ncu kernels.csv for the memory- vs compute-bound view": "没有 Nsight Compute 数据：提供 --ncu kernels.csv 以查看带宽受限与计算受限视图",
     "no NCCL kernels in this trace": "此时间线中没有 NCCL 内核",
+    "no memory copies or memsets on the GPUs": "GPU 上没有内存拷贝或 memset",
     "no GPU metrics sample falls inside any analysis window": "没有任何 GPU 指标采样落在分析时间窗内",
     # host attribution: what is missing, and the cause labels
     "no CUDA API trace": "没有 CUDA API 追踪",
@@ -80,6 +82,7 @@ ZH_EXACT: dict[str, str] = {
     "utilization overstates work": "利用率高估了实际工作",
     "one slow collective": "一次缓慢的集合通信",
     "waits for data transfers": "等待数据传输",
+    "memory transfers": "内存传输",
     "device-side dependencies": "设备侧依赖",
     # evidence labels without a GPU
     "stagger score (−1 aligned … +1 staggered)": "错开分数（−1 对齐 … +1 错开）",
@@ -139,6 +142,16 @@ ZH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (rf"median gap, {_GPU}", "间隙中位数，{0}"),
         (rf"unattributed share of gap time, {_GPU}", "未归因占间隙时间，{0}"),
         (rf"GPU-side wait, share of gap time, {_GPU}", "GPU 侧等待占间隙时间，{0}"),
+        (
+            rf"GPU-side wait or transfer, share of gap time, {_GPU}",
+            "GPU 侧等待或传输占间隙时间，{0}",
+        ),
+        (rf"memcpy/memset time, share of the window, {_GPU}", "memcpy/memset 时间占时间窗，{0}"),
+        (
+            rf"transfer time with no kernel running, share of the window, {_GPU}",
+            "无内核运行时的传输时间占时间窗，{0}",
+        ),
+        (rf"memcpy/memset time in the window, {_GPU}", "时间窗内 memcpy/memset 时间，{0}"),
         (rf"gap time with a memory copy running, {_GPU}", "有内存拷贝在进行的间隙时间，{0}"),
         (rf"(.+), share of gap time, {_GPU}", "{0}占间隙时间，{1}"),
         (rf"fill share, {_GPU}", "填充占比，{0}"),
@@ -203,6 +216,19 @@ ZH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
             r"(\d+) GENERIC_EVENTS GPU metrics sample\(s\) that are not a JSON object or have no valid timestamp: ignored",
             "{0} 个 GENERIC_EVENTS GPU 指标采样不是 JSON 对象或没有有效时间戳：已忽略",
         ),
+        # .nsys-rep input (nsysan.ingest.nsysrep.NsysExport.note)
+        (
+            r"(.+): exported to SQLite by (.+) \((\S+)\) in (.+)",
+            "{0}：已由 {1}（{2}）导出为 SQLite，位于 {3}",
+        ),
+        (
+            r"(.+): reused the SQLite export made by (.+) \((\S+)\) in (.+)",
+            "{0}：沿用 {1}（{2}）此前导出的 SQLite，位于 {3}",
+        ),
+        (
+            r"(\S+): (\d+) graph execution\(s\) without timestamps ignored",
+            "{0} 中有 {1} 次 CUDA 图执行没有时间戳：已忽略",
+        ),
         (r"([^:]+): (.+)", "{0}：{1}"),
     )
 )
@@ -245,6 +271,7 @@ SHORT_CAUSES = {
     "unattributed": ("unattributed", "未归因"),
     "unattributed_no_data": ("unattributed (no data)", "未归因（缺数据）"),
     "launch_call": ("launch calls", "发射调用"),
+    "gpu_transfer": ("GPU transfers", "GPU 传输"),
     "gpu_wait": ("GPU-side wait", "GPU 侧等待"),
     "no_launch_record": ("no launch record", "无发射记录"),
 }

@@ -14,10 +14,11 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 
-from nsysan.simulate import scenarios
+from nsysan.simulate import scenarios, serving
 from nsysan.simulate.engine import Engine
 from nsysan.simulate.ncu import write_ncu_csv
 from nsysan.simulate.scenarios import Context, Outcome, Scenario
@@ -41,6 +42,8 @@ class _Spec:
     seed_section: str
     top_finding: str | None
     fixture_scale: float  # scale of the small file in fixtures/
+    # Scenarios that write the same run two ways share their random draws.
+    same_run_as: str | None = None
 
 
 _SPECS: dict[str, _Spec] = {
@@ -109,6 +112,22 @@ _SPECS: dict[str, _Spec] = {
         "clock-throttling",
         FIXTURE_SCALE,
     ),
+    "serving-graphs": _Spec(
+        partial(serving.serving_graphs, level="graph"),
+        "8xA100, TP=8 serving: decode steps as CUDA-graph replays (graph-level trace), "
+        "prefill eager, NCCL all-reduce, a scheduler that is sometimes late",
+        "4.3",
+        None,
+        FIXTURE_SCALE,
+    ),
+    "serving-graphs-nodes": _Spec(
+        partial(serving.serving_graphs, level="node"),
+        "serving-graphs, the same run traced at node level (--cuda-graph-trace=node)",
+        "4.3",
+        None,
+        FIXTURE_SCALE,
+        same_run_as="serving-graphs",
+    ),
     "balanced": _Spec(
         scenarios.balanced,
         "4xA100, TP=4 over NVLink, fast host, steady clocks: a healthy control",
@@ -154,7 +173,7 @@ def generate(
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale}")
     path = Path(out_path)
-    rng = random.Random(f"nsysan.simulate/{name}/{seed}")
+    rng = random.Random(f"nsysan.simulate/{spec.same_run_as or name}/{seed}")
     builder = TraceBuilder()
     ctx = Context(rng, builder, Engine(builder, rng), scale, hostile_names)
     outcome = spec.build(ctx)

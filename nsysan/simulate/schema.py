@@ -232,6 +232,21 @@ CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (
     graphNodeId             INTEGER,
     sharedMemoryLimitConfig INTEGER
 )""",
+    # Not in the 2024.2 exports we hold (none used CUDA graphs): the columns of a
+    # graph-level capture as NVIDIA documents them (GRAPH_TRACE_DOC in tests/test_simulate.py).
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": """\
+CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (
+    start                   INTEGER NOT NULL,
+    end                     INTEGER NOT NULL,
+    deviceId                INTEGER NOT NULL,
+    contextId               INTEGER NOT NULL,
+    greenContextId          INTEGER,
+    streamId                INTEGER NOT NULL,
+    correlationId           INTEGER,
+    globalPid               INTEGER,
+    graphId                 INTEGER NOT NULL,
+    graphExecId             INTEGER NOT NULL
+)""",
     "CUPTI_ACTIVITY_KIND_RUNTIME": """\
 CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (
     start                   INTEGER NOT NULL,

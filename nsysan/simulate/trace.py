@@ -108,7 +108,7 @@ class TraceBuilder:
 
     def kernel(
         self, pid: int, gpu: int, kernel: Kernel, start: int, end: int, corr: int,
-        stream: int = DEFAULT_STREAM,
+        stream: int = DEFAULT_STREAM, graph_node: int | None = None,
     ) -> None:  # fmt: skip
         grid_id = self._grid.get(pid, 0) + 1
         self._grid[pid] = grid_id
@@ -118,9 +118,20 @@ class TraceBuilder:
              self.string_id(kernel.mangled), schema.LAUNCH_REGULAR, schema.CACHE_PREFER_NONE,
              kernel.registers, *kernel.grid, *kernel.block, kernel.static_smem,
              kernel.dynamic_smem, 0, 0, grid_id,
-             kernel.static_smem + kernel.dynamic_smem, None, schema.SHMEM_LIMIT_DEFAULT)
+             kernel.static_smem + kernel.dynamic_smem, graph_node, schema.SHMEM_LIMIT_DEFAULT)
         )  # fmt: skip
         self.kernel_runs.append(KernelRun(gpu, start, end, kernel, pid))
+
+    def graph_execution(
+        self, pid: int, gpu: int, graph_id: int, exec_id: int, start: int, end: int, corr: int,
+        label: Kernel, stream: int = DEFAULT_STREAM,
+    ) -> None:  # fmt: skip
+        """One graph-level replay (``--cuda-graph-trace=graph``); ``label`` names it in the
+        ground truth, where it counts as one unit of GPU work."""
+        self.rows["CUPTI_ACTIVITY_KIND_GRAPH_TRACE"].append(
+            (start, end, gpu, CONTEXT_ID, None, stream, corr, global_pid(pid), graph_id, exec_id)
+        )
+        self.kernel_runs.append(KernelRun(gpu, start, end, label, pid))
 
     def memcpy(
         self, pid: int, gpu: int, kind: int, nbytes: int, start: int, end: int, corr: int
