@@ -29,6 +29,7 @@ from nsysan.analyze.dashboard import DashboardResult, measure_dashboard
 from nsysan.analyze.dominant import DominantResult, measure_dominant
 from nsysan.analyze.gaps import GapsResult, measure_gaps
 from nsysan.analyze.host import HostResult, attribute_gaps
+from nsysan.analyze.launch import LaunchResult, measure_launch
 from nsysan.analyze.nccl import NcclResult, measure_nccl
 from nsysan.analyze.stagger import StaggerResult, measure_stagger
 from nsysan.model import Trace
@@ -62,6 +63,8 @@ class Analysis:
     # start-up was detected (see _steady_state).
     dominant: DominantResult | None = None
     steady_stagger: StaggerResult | None = None
+    # Launch overhead and configuration (docs/metrics/launch.md).
+    launch: LaunchResult | None = None
 
     @property
     def results(self) -> dict[str, object]:
@@ -114,6 +117,7 @@ def analyze(
             "dashboard",
             "contention",
             "bound",
+            "launch",
         ):
             unavailable[name] = reason
         return Analysis(
@@ -153,9 +157,13 @@ def analyze(
         imbalance_job = pool.submit(measure_imbalance, trace, busy.intervals, windows, settings)
         nccl_job = pool.submit(measure_nccl, trace.kernels, busy.intervals, windows)
         views_job = pool.submit(_device_views, trace, busy, settings)
+        launch_job = pool.submit(
+            measure_launch, trace.kernels, gaps.gaps, windows, trace.launch_configs
+        )
         stagger = stagger_job.result() if stagger_job else None
         host, imbalance, nccl = host_job.result(), imbalance_job.result(), nccl_job.result()
         contention, dashboard = views_job.result()
+        launch = launch_job.result()
     if stagger is None:
         unavailable["stagger"] = "one GPU ran work: stagger compares the gaps of two or more GPUs"
     if not contention.available:
@@ -186,6 +194,7 @@ def analyze(
         nvidia_gaps=nvidia_gaps,
         ncu_path=ncu_path,
         unavailable=unavailable,
+        launch=launch,
     )
 
 

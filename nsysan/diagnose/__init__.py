@@ -26,7 +26,11 @@ _SUBSUMED_BY = {
     "false-balance": ("pipeline-bubble",),
     "static-split-skew": ("dp-long-tail",),
     # Tiny kernels explain both the gaps and the idle SMs behind a busy-looking GPU.
-    "sm-idle-while-busy": ("small-kernels",),
+    "sm-idle-while-busy": ("small-kernels", "launch-bound"),
+    # launch-bound is the measured form of the small-kernels pattern (µs gaps, launch rate).
+    "small-kernels": ("launch-bound",),
+    # launch-bound names the shape of its GPUs' top kernel itself.
+    "launch-config": ("launch-bound",),
 }
 
 

@@ -14,6 +14,7 @@ from statistics import mean
 from nsysan.diagnose.facts import Facts  # noqa: F401  (re-exported for tests)
 from nsysan.diagnose.findings import EvidenceItem, Finding
 from nsysan.diagnose.gpu_rules import GPU_RULE_IDS, GPU_RULES, host_bound_gaps  # noqa: F401
+from nsysan.diagnose.launch_rules import LAUNCH_RULE_IDS, LAUNCH_RULES
 from nsysan.report.fmt import duration, percent, ratio
 
 # false-balance / host-bound (seed 4.5, 4.4 CPU-side scheduling)
@@ -581,6 +582,7 @@ RULES: tuple[Rule, ...] = (
     collective_skew,
     memory_bound,
     clock_throttling,
+    *LAUNCH_RULES,
 )
 
 RULE_IDS = (
@@ -596,4 +598,5 @@ RULE_IDS = (
     "memory-bound",
     "clock-throttling",
     *GPU_RULE_IDS,
+    *LAUNCH_RULE_IDS,
 )

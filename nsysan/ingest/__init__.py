@@ -19,7 +19,7 @@ import polars as pl
 
 from nsysan import model
 from nsysan.errors import InputNotFoundError
-from nsysan.ingest import identity, nsys, validate
+from nsysan.ingest import identity, nsys, resources, validate
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import is_one_of, values_matching
 
@@ -52,11 +52,12 @@ class _SourceInfo:
     utc_start_ns: int | None
     capture_start_ns: int | None
     capture_end_ns: int | None
+    cpu_cores: int | None = None
 
 
 def _source_info(db: ExportDB) -> _SourceInfo:
     meta = nsys.read_metadata(db)
-    env = nsys.read_system_env(db, ["Hostname", "TargetInstallDir"])
+    env = nsys.read_system_env(db, ["Hostname", "TargetInstallDir", "CpuCores"])
     hint_match = _INSTALL_DIR_VERSION.search(env.get("TargetInstallDir", "") + "/")
     start, stop = nsys.read_capture_window(db)
     return _SourceInfo(
@@ -68,7 +69,14 @@ def _source_info(db: ExportDB) -> _SourceInfo:
         utc_start_ns=nsys.read_session_start(db),
         capture_start_ns=start,
         capture_end_ns=stop,
+        cpu_cores=_cpu_cores(env.get("CpuCores")),
     )
+
+
+def _cpu_cores(text: str | None) -> int | None:
+    """TARGET_INFO_SYSTEM_ENV's CpuCores (text), when it is a plausible count."""
+    value = int(text) if text and text.strip().isdigit() else None
+    return validate.integer_value(value, 1, 1 << 20)
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,8 @@ def _read_file(db: ExportDB, source: int, host: str | None, launch_config: bool)
         "overhead": lambda: nsys.read_overhead(db, names, source),
         "threads": lambda: nsys.read_threads(db, names, source),
         "processes": lambda: nsys.read_processes(db, source),
+        "launch_configs": lambda: resources.read_launch_configs(db, names, source),
+        "memory_usage": lambda: resources.read_memory_usage(db, source),
     }
     with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
         futures = {name: pool.submit(read) for name, read in readers.items()}
@@ -199,7 +209,7 @@ def _assemble(infos: list[_SourceInfo], files: list[_FileTables]) -> model.Trace
             continue
         parts = [f.tables[name] for f in files]
         df = pl.concat(parts, how="vertical_relaxed") if parts else model.empty_frame(schema)
-        if name in ("kernels", "memcpy", "memset"):
+        if name in ("kernels", "memcpy", "memset", "launch_configs", "memory_usage"):
             df = df.drop("gpu").join(
                 device_gpu, on=["source", "pid", "device_id"], how="left", maintain_order="left"
             )
@@ -224,6 +234,7 @@ def _assemble(infos: list[_SourceInfo], files: list[_FileTables]) -> model.Trace
             "offset_ns": offsets,
             "capture_start_ns": [i.capture_start_ns for i in infos],
             "capture_end_ns": [i.capture_end_ns for i in infos],
+            "cpu_cores": [i.cpu_cores for i in infos],
         },
         schema=model.SOURCES,
     )
@@ -297,7 +308,7 @@ def _host_of(f: _FileTables) -> str | None:
 def _shift(df: pl.DataFrame, offsets: pl.DataFrame, n_files: int) -> pl.DataFrame:
     if n_files <= 1 or df.is_empty():
         return df
-    time_cols = [c for c in df.columns if c.endswith("_ns")]
+    time_cols = [c for c in df.columns if c in validate.TIME_COLUMNS]
     df = df.join(offsets, on="source", how="left", maintain_order="left")
     return df.with_columns([(pl.col(c) + pl.col("offset_ns")).alias(c) for c in time_cols]).drop(
         "offset_ns"

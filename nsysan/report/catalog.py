@@ -77,6 +77,7 @@ ZH_EXACT: dict[str, str] = {
     "one long stall": "一次长时间停顿",
     "host late, cause not captured": "主机滞后，原因未被采集",
     "launch overhead of small kernels": "小内核的发射开销",
+    "launch configuration": "发射配置",
     "utilization overstates work": "利用率高估了实际工作",
     "one slow collective": "一次缓慢的集合通信",
     "waits for data transfers": "等待数据传输",
@@ -119,6 +120,7 @@ ZH_EXACT: dict[str, str] = {
     "dashboard": "监控面板视图",
     "contention": "资源争用",
     "bound": "带宽/计算受限",
+    "launch": "发射开销与配置",
 }
 
 _GPU = r"(GPU \d+)"
@@ -135,6 +137,14 @@ ZH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (rf"GR Active, {_GPU}", "GR Active，{0}"),
         (rf"SM Active, {_GPU}", "SM Active，{0}"),
         (rf"kernels, {_GPU}", "内核数，{0}"),
+        (rf"kernels under 10 µs, {_GPU}", "短于 10 µs 的内核，{0}"),
+        (rf"median kernel, {_GPU}", "内核时长中位数，{0}"),
+        (rf"launches per second, {_GPU}", "每秒发射数，{0}"),
+        (rf"window in gaps under 10 µs, {_GPU}", "短于 10 µs 的间隙占时间窗，{0}"),
+        (
+            rf"kernel time, (.+) \(grid (\S+), block (\S+)\), {_GPU}",
+            "内核时间，{0}（网格 {1}，线程块 {2}），{3}",
+        ),
         (rf"median kernel duration, {_GPU}", "内核时长中位数，{0}"),
         (rf"median gap, {_GPU}", "间隙中位数，{0}"),
         (rf"unattributed share of gap time, {_GPU}", "未归因占间隙时间，{0}"),

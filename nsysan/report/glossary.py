@@ -137,6 +137,7 @@ SHORT_TITLES = {
     "nccl": ("communication", "通信"),
     "bound": ("bound class", "受限类型"),
     "contention": ("contention", "资源争用"),
+    "launch": ("launch overhead", "发射开销"),
 }
 
 
