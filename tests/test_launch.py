@@ -170,3 +170,24 @@ def test_report_section_and_json_fields(tmp_path) -> None:  # type: ignore[no-un
     assert launch["per_gpu"][0]["launch_bound"] is True
     assert launch["configs"][0]["single_block"] is True
     assert doc["inputs"][0]["cpu_cores"] == 12
+
+
+def test_generated_launch_bound_equals_its_ground_truth() -> None:
+    import json
+
+    from conftest import REPO
+
+    truth = json.loads((REPO / "fixtures" / "ground_truth.json").read_text())["launch-bound"]
+    analysis = analyze(load_trace(REPO / "fixtures" / "launch-bound.sqlite", launch_config=False))
+    for gpu in truth["gpus"]:
+        row = analysis.launch.gpu(gpu["gpu"])
+        extra = gpu["extra"]
+        assert row is not None
+        assert row["kernels"] == extra["kernels"]
+        assert row["kernel_p50_ns"] == extra["kernel_p50_ns"]
+        assert row["small_kernel_share"] == pytest.approx(extra["small_kernel_share"], abs=1e-12)
+        assert row["short_gap_count"] == extra["short_gap_count"]
+        assert row["short_gap_share"] == pytest.approx(extra["short_gap_share"], rel=1e-9)
+        assert row["launch_rate"] == pytest.approx(extra["launch_rate"], rel=1e-9)
+        assert row["launch_bound"] is True
+    assert [f.rule_id for f in diagnose(analysis).findings] == ["launch-bound"]

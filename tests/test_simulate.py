@@ -163,6 +163,7 @@ def test_registry_lists_every_scenario() -> None:
     assert set(SCENARIOS) == {
         "case-study", "case-study-fixed", "tp-heads", "pp-bubble", "moe-hot-expert",
         "dp-long-tail", "comm-bound", "memory-bound", "throttled", "balanced",
+        "launch-bound",
     }  # fmt: skip
     assert all(SCENARIOS.values())
 
@@ -187,6 +188,7 @@ def test_truths_name_their_intended_finding(truths: dict[str, GroundTruth]) -> N
         "comm-bound": "comm-bound",
         "memory-bound": "memory-bound",
         "throttled": "clock-throttling",
+        "launch-bound": "launch-bound",
         "balanced": None,
     }
 

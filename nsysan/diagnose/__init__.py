@@ -21,7 +21,8 @@ __all__ = ["Diagnosis", "Finding", "diagnose", "diagnose_facts"]
 # follow a pipeline's fill/drain staircase are bubbles, not false balance; a compute
 # skew whose leader moves over time is load drift, not a static split.
 _SUBSUMED_BY = {
-    "host-bound-gaps": ("false-balance", "pipeline-bubble"),
+    # On a launch-bound GPU the host's "cause" is the launch calls themselves.
+    "host-bound-gaps": ("false-balance", "pipeline-bubble", "launch-bound"),
     "host-late-unknown": ("false-balance", "pipeline-bubble"),
     "false-balance": ("pipeline-bubble",),
     "static-split-skew": ("dp-long-tail",),

@@ -208,7 +208,7 @@ def launch_config(f: Facts) -> Finding | None:
             "en": "Launch at least one warp per block (typically 128–256 threads) and enough blocks to fill every SM; for compiler-generated "
             "kernels (OpenACC/OpenMP offload), set the vector length or thread limit of the loop.",
             "zh": "每个线程块至少发射一个 warp（通常 128–256 个线程），并让线程块数足以占满所有 SM；对编译器生成的内核"
-            "（OpenACC/OpenMP offload），设置循环的 vector length 或 thread limit。",
+            "（OpenACC/OpenMP 卸载），设置循环的向量长度或线程上限。",
         },
         evidence=tuple(evidence),
     )

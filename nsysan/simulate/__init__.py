@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from nsysan.simulate import scenarios
+from nsysan.simulate import scenarios, scenarios_resources
 from nsysan.simulate.engine import Engine
 from nsysan.simulate.ncu import write_ncu_csv
 from nsysan.simulate.scenarios import Context, Outcome, Scenario
@@ -107,6 +107,14 @@ _SPECS: dict[str, _Spec] = {
         "8xA100, DP=8 fully loaded: GPUs 5-7 fall from ~1.41 to ~1.10 GHz",
         "4.4",
         "clock-throttling",
+        FIXTURE_SCALE,
+    ),
+    "launch-bound": _Spec(
+        scenarios_resources.launch_bound,
+        "1xA100 decode of a small model at batch 1: kernels of a few µs launched from a "
+        "C++ loop; the GPU idles in µs gaps between launches",
+        "4.4",
+        "launch-bound",
         FIXTURE_SCALE,
     ),
     "balanced": _Spec(
