@@ -25,6 +25,7 @@ from nsysan.analyze.balance import ImbalanceResult, measure_imbalance
 from nsysan.analyze.bound import BoundResult, classify_kernels, measure_bound
 from nsysan.analyze.busy import BusyResult, measure_busy
 from nsysan.analyze.contention import ContentionResult, measure_contention
+from nsysan.analyze.cpu import CpuResult, measure_cpu
 from nsysan.analyze.dashboard import DashboardResult, measure_dashboard
 from nsysan.analyze.dominant import DominantResult, measure_dominant
 from nsysan.analyze.gaps import GapsResult, measure_gaps
@@ -36,6 +37,10 @@ from nsysan.model import Trace
 from nsysan.settings import Settings
 
 NO_GPU_WORK = "the trace has no GPU kernels"
+NO_SCHED = (
+    "no thread scheduling events: capture with --cpuctxsw=process-tree (the default with "
+    "--sample=cpu) to tell saturated host CPUs from blocked feeding threads"
+)
 # Analyses run at once after busy time and gaps (see analyze()).
 ANALYSIS_THREADS = 4
 
@@ -65,6 +70,8 @@ class Analysis:
     steady_stagger: StaggerResult | None = None
     # Launch overhead and configuration (docs/metrics/launch.md).
     launch: LaunchResult | None = None
+    # Host CPUs during gaps: saturated or blocked (docs/metrics/cpu.md).
+    cpu: CpuResult | None = None
 
     @property
     def results(self) -> dict[str, object]:
@@ -118,6 +125,7 @@ def analyze(
             "contention",
             "bound",
             "launch",
+            "cpu",
         ):
             unavailable[name] = reason
         return Analysis(
@@ -176,6 +184,18 @@ def analyze(
             "no Nsight Compute data: give --ncu kernels.csv for the memory- vs compute-bound view"
         )
     dominant, steady_stagger = _steady_state(gaps, windows, settings)
+    cpu: CpuResult | None = None
+    if trace.sched.height:
+        cpu = measure_cpu(
+            trace.sched,
+            trace.sources,
+            _gpu_sources(trace),
+            windows,
+            gaps.gaps,
+            host.gaps if host is not None else None,
+        )
+    else:
+        unavailable["cpu"] = NO_SCHED
     return Analysis(
         trace=trace,
         settings=settings,
@@ -195,7 +215,14 @@ def analyze(
         ncu_path=ncu_path,
         unavailable=unavailable,
         launch=launch,
+        cpu=cpu,
     )
+
+
+def _gpu_sources(trace: Trace) -> pl.DataFrame:
+    """Which file's processes ran kernels on each GPU (from the small launch aggregate)."""
+    table = trace.launch_configs if trace.launch_configs.height else trace.kernels
+    return table.select("gpu", "source").drop_nulls().unique()
 
 
 def _steady_state(

@@ -10,7 +10,7 @@ from conftest import REPO
 
 from nsysan import errors
 from nsysan.cli import cli
-from nsysan.diagnose import gpu_rules, launch_rules, myths, rules
+from nsysan.diagnose import cpu_rules, gpu_rules, launch_rules, myths, rules
 
 DOCS = REPO / "docs"
 
@@ -50,7 +50,7 @@ def test_every_rule_id_and_threshold_is_documented() -> None:
     text = (DOCS / "findings.md").read_text(encoding="utf-8")
     for rule_id in rules.RULE_IDS:
         assert f"### {rule_id}" in text, rule_id
-    for module in (rules, gpu_rules, launch_rules, myths):
+    for module in (rules, gpu_rules, launch_rules, cpu_rules, myths):
         for name in dir(module):
             if re.fullmatch(r"[A-Z][A-Z_]+", name) and name not in {
                 "RULES",
@@ -61,6 +61,11 @@ def test_every_rule_id_and_threshold_is_documented() -> None:
                 "LAUNCH_RULES",
                 "LAUNCH_RULE_IDS",
                 "SOURCE",
+                "CPU_RULES",
+                "CPU_RULE_IDS",
+                "CAPTURE",
+                "COVERS_EN",
+                "COVERS_ZH",
             }:
                 assert f"`{name}`" in text, f"{module.__name__}.{name} is not in docs/findings.md"
     for check in myths.MYTHS:

@@ -32,6 +32,8 @@ _SUBSUMED_BY = {
     "small-kernels": ("launch-bound",),
     # launch-bound names the shape of its GPUs' top kernel itself.
     "launch-config": ("launch-bound",),
+    # On a launch-bound GPU the feeding thread is busy launching.
+    "feeding-thread-busy": ("launch-bound",),
 }
 
 

@@ -41,10 +41,28 @@ class ConfigFact:
 
 
 @dataclass(frozen=True)
+class CpuHostFacts:
+    """One host's CPU verdict during GPU gaps (nsysan.analyze.cpu)."""
+
+    host: str
+    gpus: tuple[int, ...]
+    cores: int | None
+    gap_share: float  # the union of its GPUs' gaps / its window
+    busy_cores_gap_mean: float | None
+    saturated_gap_share: float | None
+    waiting_share: float | None
+    descheduled_share: float | None
+    running_share: float | None
+    verdict: str
+    osrt_traced: bool  # the trace has OS runtime calls (blocking calls are visible)
+
+
+@dataclass(frozen=True)
 class ResourceFacts:
     launch: tuple[LaunchFacts, ...] = ()
     configs: tuple[ConfigFact, ...] = ()  # only configurations with a flag set
     sm_count: dict[int, int] | None = None
+    cpu: tuple[CpuHostFacts, ...] = ()
 
 
 def gather_resource_facts(analysis: Analysis) -> ResourceFacts:
@@ -53,7 +71,34 @@ def gather_resource_facts(analysis: Analysis) -> ResourceFacts:
     values["sm_count"] = {int(g): int(n) for g, n in sm.iter_rows()}
     if analysis.launch is not None:
         values.update(_launch_facts(analysis))
+    if analysis.cpu is not None:
+        values["cpu"] = _cpu_facts(analysis)
     return ResourceFacts(**values)  # type: ignore[arg-type]
+
+
+def _cpu_facts(analysis: Analysis) -> tuple[CpuHostFacts, ...]:
+    cpu = analysis.cpu
+    assert cpu is not None
+    gpus_of = {
+        str(h): tuple(sorted({int(g) for g in part["gpu"].to_list()}))
+        for (h,), part in cpu.threads.group_by(["host"])
+    }
+    return tuple(
+        CpuHostFacts(
+            host=str(r["host"]),
+            gpus=gpus_of.get(str(r["host"]), ()),
+            cores=r["cores"],
+            gap_share=float(r["gap_ns"] or 0) / r["window_ns"] if r["window_ns"] else 0.0,
+            busy_cores_gap_mean=r["busy_cores_gap_mean"],
+            saturated_gap_share=r["saturated_gap_share"],
+            waiting_share=r["feeding_waiting_share"],
+            descheduled_share=r["feeding_descheduled_share"],
+            running_share=r["feeding_running_share"],
+            verdict=str(r["verdict"]),
+            osrt_traced=analysis.trace.capabilities.has("osrt"),
+        )
+        for r in cpu.hosts.iter_rows(named=True)
+    )
 
 
 def _launch_facts(analysis: Analysis) -> dict[str, object]:

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from statistics import mean
 
+from nsysan.diagnose.cpu_rules import CPU_RULE_IDS, CPU_RULES
 from nsysan.diagnose.facts import Facts  # noqa: F401  (re-exported for tests)
 from nsysan.diagnose.findings import EvidenceItem, Finding
 from nsysan.diagnose.gpu_rules import GPU_RULE_IDS, GPU_RULES, host_bound_gaps  # noqa: F401
@@ -583,6 +584,7 @@ RULES: tuple[Rule, ...] = (
     memory_bound,
     clock_throttling,
     *LAUNCH_RULES,
+    *CPU_RULES,
 )
 
 RULE_IDS = (
@@ -599,4 +601,5 @@ RULE_IDS = (
     "clock-throttling",
     *GPU_RULE_IDS,
     *LAUNCH_RULE_IDS,
+    *CPU_RULE_IDS,
 )

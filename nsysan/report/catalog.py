@@ -78,6 +78,7 @@ ZH_EXACT: dict[str, str] = {
     "host late, cause not captured": "主机滞后，原因未被采集",
     "launch overhead of small kernels": "小内核的发射开销",
     "launch configuration": "发射配置",
+    "serialized host (GIL, locks, queues)": "主机串行化（GIL、锁、队列）",
     "utilization overstates work": "利用率高估了实际工作",
     "one slow collective": "一次缓慢的集合通信",
     "waits for data transfers": "等待数据传输",
@@ -121,6 +122,8 @@ ZH_EXACT: dict[str, str] = {
     "contention": "资源争用",
     "bound": "带宽/计算受限",
     "launch": "发射开销与配置",
+    "cpu": "主机 CPU",
+    "no thread scheduling events: capture with --cpuctxsw=process-tree (the default with --sample=cpu) to tell saturated host CPUs from blocked feeding threads": "没有线程调度事件：用 --cpuctxsw=process-tree（--sample=cpu 时默认开启）采集，才能区分主机 CPU 饱和与发射线程被阻塞",
 }
 
 _GPU = r"(GPU \d+)"
@@ -138,6 +141,17 @@ ZH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (rf"SM Active, {_GPU}", "SM Active，{0}"),
         (rf"kernels, {_GPU}", "内核数，{0}"),
         (rf"kernels under 10 µs, {_GPU}", "短于 10 µs 的内核，{0}"),
+        (
+            r"cores running the profiled processes during gaps, (.+)",
+            "间隙期间运行被分析进程的核数，{0}",
+        ),
+        (r"gap time with ≥90% of cores busy, (.+)", "≥90% 核忙碌的间隙时间，{0}"),
+        (r"feeding threads waiting, share of gap time, (.+)", "发射线程等待占间隙时间，{0}"),
+        (r"feeding threads on CPU, share of gap time, (.+)", "发射线程在 CPU 上占间隙时间，{0}"),
+        (
+            r"feeding threads off CPU outside any call, share of gap time, (.+)",
+            "发射线程不在 CPU 上且不在调用中占间隙时间，{0}",
+        ),
         (rf"median kernel, {_GPU}", "内核时长中位数，{0}"),
         (rf"launches per second, {_GPU}", "每秒发射数，{0}"),
         (rf"window in gaps under 10 µs, {_GPU}", "短于 10 µs 的间隙占时间窗，{0}"),

@@ -138,6 +138,7 @@ SHORT_TITLES = {
     "bound": ("bound class", "受限类型"),
     "contention": ("contention", "资源争用"),
     "launch": ("launch overhead", "发射开销"),
+    "cpu": ("host CPUs", "主机 CPU"),
 }
 
 

@@ -19,7 +19,23 @@ Lang = Literal["en", "zh"]
 
 TITLES: dict[str, dict[str, str]] = {
     "launch": {"en": "Launch overhead and launch configuration", "zh": "发射开销与发射配置"},
+    "cpu": {"en": "Host CPUs during GPU gaps", "zh": "GPU 间隙期间的主机 CPU"},
 }
+VERDICTS = {
+    "saturated": (
+        "saturated: the profiled processes fill the cores",
+        "饱和：被分析进程占满了 CPU 核",
+    ),
+    "blocked": (
+        "blocked: feeding threads wait (locks, queues, GIL)",
+        "阻塞：发射线程在等待（锁、队列、GIL）",
+    ),
+    "feeding_thread_busy": ("feeding thread busy on its core", "发射线程自身在 CPU 上忙碌"),
+    "off_cpu": ("feeding thread off CPU outside any call", "发射线程不在 CPU 上且不在任何调用中"),
+    "mixed": ("no single state dominates", "没有占主导的状态"),
+    "unknown": ("unknown (no gaps or no core count)", "未知（没有间隙或核数）"),
+}
+CORE_ROWS = 16
 CONFIG_ROWS = 12
 
 
@@ -168,3 +184,118 @@ def _config_table(configs: pl.DataFrame, lang: Lang) -> Table:
             "每块一个线程会让一个 warp 的 32 条通道中 31 条空闲；单个线程块只能在一个 SM 上运行。",
         ),
     )
+
+
+def cpu_section(analysis: Analysis, lang: Lang) -> Section:
+    result = analysis.cpu
+    if result is None:
+        return Section(
+            key="cpu",
+            title=TITLES["cpu"][lang],
+            unavailable=translate(analysis.unavailable.get("cpu", ""), lang),
+        )
+    hosts = Table(
+        title=_l(
+            lang,
+            "Per host: cores running the profiled processes",
+            "逐主机：运行被分析进程的 CPU 核",
+        ),
+        columns=(
+            _l(lang, "host", "主机"),
+            _l(lang, "cores (seen)", "核数（出现过）"),
+            _l(lang, "busy cores, window mean", "忙碌核数，时间窗均值"),
+            _l(lang, "busy cores, gap-time mean", "忙碌核数，间隙时间均值"),
+            _l(lang, "gap time with ≥90% of cores busy", "≥90% 核忙碌的间隙时间"),
+            _l(
+                lang,
+                "feeding threads: on CPU / waiting / off CPU",
+                "发射线程：在 CPU 上 / 等待 / 不在 CPU 上",
+            ),
+            _l(lang, "verdict", "结论"),
+        ),
+        rows=tuple(
+            (
+                str(r["host"]),
+                f"{r['cores'] if r['cores'] is not None else '—'} ({r['cores_seen']})",
+                _mean(r["busy_cores_mean"]),
+                _mean(r["busy_cores_gap_mean"]),
+                fmt.percent(r["saturated_gap_share"]),
+                " / ".join(
+                    fmt.percent(r[c])
+                    for c in (
+                        "feeding_running_share",
+                        "feeding_waiting_share",
+                        "feeding_descheduled_share",
+                    )
+                ),
+                VERDICTS.get(str(r["verdict"]), (str(r["verdict"]),) * 2)[1 if lang == "zh" else 0],
+            )
+            for r in result.hosts.iter_rows(named=True)
+        ),
+        note=_l(
+            lang,
+            "Nsight Systems records context switches only for the profiled processes' threads: a core's busy share is the time it ran "
+            "one of them. Time a core ran other programs, or idled, is not distinguished, so a low share never means an idle core. "
+            "Gap time is the union of the host's GPUs' gaps. Waiting = in a CUDA synchronizing call, a GIL-signature wait or another "
+            "blocking OS call (a spinning wait is also on CPU); off CPU = switched out outside any traced call.",
+            "Nsight Systems 只记录被分析进程线程的上下文切换：某个核的忙碌占比是它运行这些线程的时间。核运行其他程序与空闲的时间无法区分，"
+            "因此占比低并不表示核空闲。间隙时间是该主机各卡间隙的并集。等待 = 处于 CUDA 同步调用、GIL 特征等待或其他阻塞型系统调用中"
+            "（自旋等待同时也在 CPU 上）；不在 CPU 上 = 在任何被追踪的调用之外被调度出 CPU。",
+        ),
+    )
+    threads = Table(
+        title=_l(
+            lang, "Feeding threads during the gaps they ended", "发射线程在其结束的间隙中的状态"
+        ),
+        columns=(
+            "GPU",
+            _l(lang, "thread (pid/tid)", "线程（pid/tid）"),
+            _l(lang, "gaps", "间隙数"),
+            _l(lang, "gap time", "间隙时间"),
+            _l(lang, "on CPU", "在 CPU 上"),
+            _l(lang, "waiting", "等待"),
+            _l(lang, "off CPU outside any call", "不在 CPU 上且不在调用中"),
+        ),
+        rows=tuple(
+            (
+                f"GPU {r['gpu']}",
+                f"{r['pid']}/{r['tid']}",
+                fmt.count(r["gaps"]),
+                fmt.duration(r["gap_ns"]),
+                fmt.percent(r["running_share"]),
+                fmt.percent(r["waiting_share"]),
+                fmt.percent(r["descheduled_share"]),
+            )
+            for r in result.threads.iter_rows(named=True)
+        ),
+    )
+    cores = result.cores.sort(["host", "gap_busy_share", "cpu"], descending=[False, True, False])
+    core_table = Table(
+        title=_l(
+            lang,
+            "Busiest cores (time running the profiled processes)",
+            "最忙的 CPU 核（运行被分析进程的时间）",
+        ),
+        columns=(
+            _l(lang, "host", "主机"),
+            "CPU",
+            _l(lang, "share of window", "占时间窗"),
+            _l(lang, "share of gap time", "占间隙时间"),
+        ),
+        rows=tuple(
+            (
+                str(r["host"]),
+                str(r["cpu"]),
+                fmt.percent(r["busy_share"]),
+                fmt.percent(r["gap_busy_share"]),
+            )
+            for r in cores.group_by("host", maintain_order=True)
+            .head(CORE_ROWS)
+            .iter_rows(named=True)
+        ),
+    )
+    return Section(key="cpu", title=TITLES["cpu"][lang], tables=(hosts, threads, core_table))
+
+
+def _mean(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f}"
