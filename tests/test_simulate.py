@@ -163,7 +163,7 @@ def test_registry_lists_every_scenario() -> None:
     assert set(SCENARIOS) == {
         "case-study", "case-study-fixed", "tp-heads", "pp-bubble", "moe-hot-expert",
         "dp-long-tail", "comm-bound", "memory-bound", "throttled", "balanced",
-        "launch-bound",
+        "launch-bound", "cpu-saturated", "gil-blocked",
     }  # fmt: skip
     assert all(SCENARIOS.values())
 
@@ -189,6 +189,8 @@ def test_truths_name_their_intended_finding(truths: dict[str, GroundTruth]) -> N
         "memory-bound": "memory-bound",
         "throttled": "clock-throttling",
         "launch-bound": "launch-bound",
+        "cpu-saturated": "cpu-saturated",
+        "gil-blocked": "cpu-blocked",
         "balanced": None,
     }
 

@@ -219,7 +219,7 @@ def measure_cpu(
                 )
             )
         cores = cores_of_host.filter(pl.col("host") == host)["cores"]
-        n_cores = int(cores[0]) if cores.len() and cores[0] is not None else None
+        n_cores = int(cores[0]) if cores.len() and (cores[0] or 0) > 0 else None
         busy_total = sum(int(np.sum(e - s)) for s, e in zip(starts, ends, strict=True))
         busy_gap_total = sum(
             _covered(s, e, gap_s, gap_e) for s, e in zip(starts, ends, strict=True)

@@ -117,6 +117,22 @@ _SPECS: dict[str, _Spec] = {
         "launch-bound",
         FIXTURE_SCALE,
     ),
+    "cpu-saturated": _Spec(
+        scenarios_resources.cpu_saturated,
+        "2xA100, DP=2 on a 16-core host whose data-loader workers fill every core: the "
+        "feeding threads wait for a core before each step",
+        "4.4",
+        "cpu-saturated",
+        FIXTURE_SCALE,
+    ),
+    "gil-blocked": _Spec(
+        scenarios_resources.gil_blocked,
+        "2xA100 fed by two threads of one Python process on a 16-core host; a tokenizer "
+        "thread holds the GIL, so the feeding threads wait for it while most cores idle",
+        "4.5",
+        "cpu-blocked",
+        FIXTURE_SCALE,
+    ),
     "balanced": _Spec(
         scenarios.balanced,
         "4xA100, TP=4 over NVLink, fast host, steady clocks: a healthy control",

@@ -9,14 +9,25 @@ from __future__ import annotations
 from nsysan.simulate import kernels as k
 from nsysan.simulate import truth
 from nsysan.simulate.engine import (
+    GIL_WAIT_CALL,
     KERNEL_SPACING_NS,
     LAUNCH_API,
     LAUNCH_CALL_NS,
     LAUNCH_LATENCY_NS,
+    SYNC_API,
     Rank,
 )
-from nsysan.simulate.hardware import A100_SXM
-from nsysan.simulate.scenarios import STEP_RANGE, Context, Outcome, mean
+from nsysan.simulate.hardware import A100_SXM, make_gpus
+from nsysan.simulate.scenarios import (
+    RANK_START_SPREAD_NS,
+    SAMPLING_RANGE,
+    START_NS,
+    STEP_RANGE,
+    Context,
+    Outcome,
+    mean,
+)
+from nsysan.simulate.trace import global_tid
 from nsysan.simulate.workload import decode_step, rescaled
 
 # --- 4.4 launch-bound decode ------------------------------------------------------------
@@ -89,3 +100,189 @@ def launch_truth(ctx: Context) -> dict[str, float]:
         "short_gap_share_min": min(e["short_gap_share"] for e in extra.values()),
         "launch_rate_mean": mean([e["launch_rate"] for e in extra.values()]),
     }
+
+
+# --- 4.4 / 4.5 host CPUs: saturated vs blocked ------------------------------------------
+
+CPU_CORES = 16
+CPU_GPUS = 4
+CPU_LAYERS = 2
+CPU_STEPS = 300
+CPU_STEP_SCALE = 0.2  # ~6.5 ms of GPU work per step
+CPU_SLICE_NS = 20_000_000  # a busy worker's time slice between two context switches
+CPU_SLICE_PAUSE_NS = (20_000, 200_000)  # ... and the pause before its next slice
+SATURATED_WORK_NS = (800_000, 1_200_000)  # Python work of the feeding thread per step
+PREEMPTED_NS = (1_500_000, 4_000_000)  # the feeding thread waits for a core, per step
+GIL_HOLD_NS = (2_000_000, 6_000_000)  # the tokenizer thread's hold before a waiter gets the GIL
+GIL_WORK_NS = (1_200_000, 1_800_000)  # Python work of the feeding thread under the GIL
+WORKER_THREAD = "pt_data_worker"
+TOKENIZER_THREAD = "tokenizer"
+SATURATED_CORE_SHARE = 0.9  # the cpu metrics' threshold (docs/metrics/cpu.md)
+Interval = tuple[int, int]
+
+
+def _sliced(ctx: Context, pid: int, tid: int, cpu: int, lo: int, hi: int) -> list[Interval]:
+    """A busy thread on ``cpu`` from ``lo`` to ``hi``: 20 ms slices with short pauses."""
+    out = []
+    t = lo
+    while t < hi:
+        end = min(t + CPU_SLICE_NS, hi)
+        ctx.builder.on_cpu(pid, tid, cpu, t, end)
+        out.append((t, end))
+        t = end + ctx.rng.randint(*CPU_SLICE_PAUSE_NS)
+    return out
+
+
+def _complement(lo: int, hi: int, off: list[Interval]) -> list[Interval]:
+    return truth.gaps(truth.union(off), lo, hi)
+
+
+def _emit(ctx: Context, pid: int, tid: int, cpu: int, spans: list[Interval]) -> None:
+    for s, e in spans:
+        if e > s:
+            ctx.builder.on_cpu(pid, tid, cpu, s, e)
+
+
+def _cpu_truth(
+    ctx: Context,
+    on_cpu: dict[int, list[Interval]],
+    feeding_on: dict[int, list[Interval]],
+    waiting: dict[int, list[Interval]],
+    off: dict[int, list[Interval]],
+) -> tuple[dict[str, float], dict[int, dict[str, float]]]:
+    """Host and per-GPU CPU numbers with the definitions of docs/metrics/cpu.md.
+
+    ``on_cpu``: per core, its busy intervals; the others per GPU, of its feeding thread.
+    """
+    busy = truth.busy_by_gpu(ctx.builder.kernel_runs)
+    lo = min(iv[0][0] for iv in busy.values())
+    hi = max(iv[-1][1] for iv in busy.values())
+    per_gpu_gaps = {g: truth.gaps(iv, iv[0][0], iv[-1][1]) for g, iv in busy.items()}
+    gap_union = truth.clip(truth.union(x for v in per_gpu_gaps.values() for x in v), lo, hi)
+    gap_ns = truth.total(gap_union)
+    cores = [truth.clip(truth.union(v), lo, hi) for v in on_cpu.values()]
+    in_gaps = sum(truth.overlap(c, gap_union) for c in cores)
+    edges = sorted([(s, 1) for c in cores for s, _ in c] + [(e, -1) for c in cores for _, e in c])
+    need = -(-int(SATURATED_CORE_SHARE * CPU_CORES * 10) // 10)  # ceil(0.9 * cores)
+    full: list[Interval] = []
+    level = 0
+    for (t, step), nxt in zip(edges, [*edges[1:], (hi, 0)], strict=True):
+        level += step
+        if level >= need and nxt[0] > t:
+            full.append((t, nxt[0]))
+    host = {
+        "busy_cores_gap_mean": in_gaps / gap_ns,
+        "saturated_gap_share": truth.overlap(truth.union(full), gap_union) / gap_ns,
+        "cores": float(CPU_CORES),
+    }
+    extra = {}
+    for g, gaps in per_gpu_gaps.items():
+        total = truth.total(gaps)
+        extra[g] = {
+            "running_share": truth.overlap(truth.union(feeding_on[g]), gaps) / total,
+            "waiting_share": truth.overlap(truth.union(waiting.get(g, [])), gaps) / total,
+            "descheduled_share": truth.overlap(truth.union(off.get(g, [])), gaps) / total,
+        }
+    return host, extra
+
+
+def cpu_saturated(ctx: Context) -> Outcome:
+    """DP=2 on a 16-core host whose data-loader workers fill every core: the feeding
+    threads wait for a core (switched out, outside any call) before each step."""
+    ctx.builder.cpu_cores = CPU_CORES
+    ranks = ctx.setup(A100_SXM, CPU_GPUS, "dp rank {}")
+    ops = ctx.program(rescaled(decode_step(CPU_LAYERS), CPU_STEP_SCALE))
+    off: dict[int, list[Interval]] = {r.gpu: [] for r in ranks}
+    for _ in range(ctx.count(CPU_STEPS)):
+        for r in ranks:
+            start = r.host
+            work = ctx.rng.randint(*SATURATED_WORK_NS)
+            r.host += work // 2
+            wait = ctx.rng.randint(*PREEMPTED_NS)
+            off[r.gpu].append((r.host, r.host + wait))
+            r.host += wait + work - work // 2
+            ctx.builder.nvtx_range(r.pid, r.tid, SAMPLING_RANGE, start, r.host)
+            for op in ops:
+                ctx.engine.launch(r, op.kernel, ctx.ns(op.us))
+            ctx.engine.sync(r)
+            ctx.builder.nvtx_range(r.pid, r.tid, STEP_RANGE, start, r.host)
+    lo = min(s.start for s in ctx.builder.host_spans)
+    hi = max(r.host for r in ranks)
+    on_cpu: dict[int, list[Interval]] = {c: [] for c in range(CPU_CORES)}
+    feeding_on: dict[int, list[Interval]] = {}
+    workers_per_rank = (CPU_CORES - CPU_GPUS) // CPU_GPUS
+    for i, r in enumerate(ranks):
+        mine = _complement(lo, hi, off[r.gpu])
+        _emit(ctx, r.pid, r.tid, i, mine)
+        feeding_on[r.gpu] = mine
+        on_cpu[i] += mine
+        # A spare worker takes the feeding thread's core while it is switched out.
+        spare = r.pid + 100
+        ctx.builder.add_thread(r.pid, spare, WORKER_THREAD)
+        _emit(ctx, r.pid, spare, i, truth.union(off[r.gpu]))
+        on_cpu[i] += truth.union(off[r.gpu])
+        for w in range(workers_per_rank):
+            core = CPU_GPUS + i * workers_per_rank + w
+            tid = r.pid + 101 + w
+            ctx.builder.add_thread(r.pid, tid, WORKER_THREAD)
+            on_cpu[core] += _sliced(ctx, r.pid, tid, core, lo, hi)
+    host, extra = _cpu_truth(ctx, on_cpu, feeding_on, {}, off)
+    return Outcome(host, flagged_gpus=tuple(r.gpu for r in ranks), gpu_extra=extra)
+
+
+def gil_blocked(ctx: Context) -> Outcome:
+    """One Python process feeds 2 GPUs from two threads; a tokenizer thread holds the GIL,
+    so the feeding threads wait for it (condition waits, off CPU) while most cores idle."""
+    ctx.builder.cpu_cores = CPU_CORES
+    ctx.gpus = make_gpus(A100_SXM, CPU_GPUS, ctx.rng)
+    pid = ctx.rng.randrange(20_000, 60_000)
+    ctx.builder.add_process(pid, "python3")
+    for i, gpu in enumerate(ctx.gpus):
+        tid = pid + i
+        ctx.builder.add_thread(pid, tid, "python3" if i == 0 else f"gpu{i}-feeder")
+        start = START_NS + ctx.rng.randrange(RANK_START_SPREAD_NS)
+        ctx.ranks.append(Rank(i, gpu.index, pid, tid, start, start))
+        ctx.roles[gpu.index] = f"dp rank {i} (thread)"
+    tokenizer = pid + 50
+    ctx.builder.add_thread(pid, tokenizer, TOKENIZER_THREAD)
+    ranks = ctx.ranks
+    ops = ctx.program(rescaled(decode_step(CPU_LAYERS), CPU_STEP_SCALE))
+    gil_free = min(r.host for r in ranks)
+    steps = {r.gpu: 0 for r in ranks}
+    n_steps = ctx.count(CPU_STEPS)
+    while min(steps.values()) < n_steps:
+        r = min((x for x in ranks if steps[x.gpu] < n_steps), key=lambda x: x.host)
+        start = r.host
+        grant = max(gil_free, r.host) + ctx.rng.randint(*GIL_HOLD_NS)
+        ctx.engine.wait_gil(r, grant)
+        ctx.engine.host_range(r, SAMPLING_RANGE, ctx.rng.randint(*GIL_WORK_NS))
+        gil_free = r.host
+        for op in ops:
+            ctx.engine.launch(r, op.kernel, ctx.ns(op.us))
+        ctx.engine.sync(r)
+        ctx.builder.nvtx_range(r.pid, r.tid, STEP_RANGE, start, r.host)
+        steps[r.gpu] += 1
+    lo = min(s.start for s in ctx.builder.host_spans)
+    hi = max(r.host for r in ranks)
+    on_cpu: dict[int, list[Interval]] = {c: [] for c in range(CPU_CORES)}
+    feeding_on: dict[int, list[Interval]] = {}
+    waiting: dict[int, list[Interval]] = {}
+    for i, r in enumerate(ranks):
+        waits = [
+            (s.start, s.end)
+            for s in ctx.builder.host_spans
+            if (s.pid, s.tid, s.kind, s.name) == (r.pid, r.tid, "osrt", GIL_WAIT_CALL)
+        ]
+        mine = _complement(lo, hi, waits)
+        _emit(ctx, r.pid, r.tid, i, mine)
+        feeding_on[r.gpu] = mine
+        on_cpu[i] += mine
+        syncs = [
+            (row[0], row[1])
+            for row in ctx.builder.rows["CUPTI_ACTIVITY_KIND_RUNTIME"]
+            if row[3] == global_tid(r.pid, r.tid) and row[5] == ctx.builder.string_id(SYNC_API)
+        ]
+        waiting[r.gpu] = waits + syncs
+    on_cpu[CPU_GPUS] += _sliced(ctx, pid, tokenizer, CPU_GPUS, lo, hi)
+    host, extra = _cpu_truth(ctx, on_cpu, feeding_on, waiting, {})
+    return Outcome(host, flagged_gpus=tuple(r.gpu for r in ranks), gpu_extra=extra)

@@ -370,6 +370,13 @@ CREATE TABLE ENUM_CUDA_SHARED_MEM_LIMIT_CONFIG (
     name                    TEXT,
     label                   TEXT
 )""",
+    "SCHED_EVENTS": """\
+CREATE TABLE SCHED_EVENTS (
+    start                   INTEGER NOT NULL,
+    cpu                     INTEGER NOT NULL,
+    isSchedIn               INTEGER NOT NULL,
+    globalTid               INTEGER
+)""",
 }
 
 

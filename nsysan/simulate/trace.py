@@ -74,6 +74,8 @@ class TraceBuilder:
         self.copy_runs: list[CopyRun] = []
         self.last_metric_ns = 0
         self.host_spans: list[HostSpan] = []
+        # TARGET_INFO_SYSTEM_ENV CpuCores, when a scenario models a smaller host.
+        self.cpu_cores: int | None = None
 
     def string_id(self, value: str) -> int:
         """The StringIds id of ``value``, adding it on first use."""
@@ -164,6 +166,12 @@ class TraceBuilder:
              callchain)
         )  # fmt: skip
         self.host_spans.append(HostSpan(pid, tid, start, end, "osrt", name))
+
+    def on_cpu(self, pid: int, tid: int, cpu: int, start: int, end: int) -> None:
+        """A thread on ``cpu`` from ``start`` to ``end``: a switch-in and a switch-out row."""
+        gtid = global_tid(pid, tid)
+        self.rows["SCHED_EVENTS"].append((start, cpu, 1, gtid))
+        self.rows["SCHED_EVENTS"].append((end, cpu, 0, gtid))
 
     def callchain(self, chain_id: int, frames: tuple[tuple[str, str], ...]) -> None:
         """One OSRT backtrace: (symbol, module) pairs, innermost first."""
