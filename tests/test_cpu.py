@@ -41,7 +41,9 @@ def test_on_cpu_intervals_pair_each_switch_in_with_the_next_switch_out() -> None
     assert got.select("tid", "cpu", "start_ns", "end_ns").rows() == [(1, 0, 0, 10), (1, 3, 15, 30)]
 
 
-def _inputs(cores: int | None, sched: pl.DataFrame, gaps: list[tuple[int, int]], wait: int, desched: int):  # type: ignore[no-untyped-def]
+def _inputs(
+    cores: int | None, sched: pl.DataFrame, gaps: list[tuple[int, int]], wait: int, desched: int
+):  # type: ignore[no-untyped-def]
     sources = pl.DataFrame(
         {"source": [0], "path": ["/x/run.sqlite"], "host": ["node"], "cpu_cores": [cores]},
         schema={"source": pl.Int32, "path": pl.String, "host": pl.String, "cpu_cores": pl.Int32},
