@@ -31,12 +31,17 @@ from nsysan.analyze.dominant import DominantResult, measure_dominant
 from nsysan.analyze.gaps import GapsResult, measure_gaps
 from nsysan.analyze.host import HostResult, attribute_gaps
 from nsysan.analyze.launch import LaunchResult, measure_launch
+from nsysan.analyze.memory import MemoryResult, measure_memory
 from nsysan.analyze.nccl import NcclResult, measure_nccl
 from nsysan.analyze.stagger import StaggerResult, measure_stagger
 from nsysan.model import Trace
 from nsysan.settings import Settings
 
 NO_GPU_WORK = "the trace has no GPU kernels"
+NO_MEMORY = (
+    "no CUDA memory usage events: capture with --cuda-memory-usage=true to see device "
+    "memory in use per GPU (KV-cache pressure)"
+)
 NO_SCHED = (
     "no thread scheduling events: capture with --cpuctxsw=process-tree (the default with "
     "--sample=cpu) to tell saturated host CPUs from blocked feeding threads"
@@ -72,6 +77,8 @@ class Analysis:
     launch: LaunchResult | None = None
     # Host CPUs during gaps: saturated or blocked (docs/metrics/cpu.md).
     cpu: CpuResult | None = None
+    # Device memory in use per GPU (docs/metrics/memory.md).
+    memory: MemoryResult | None = None
 
     @property
     def results(self) -> dict[str, object]:
@@ -126,6 +133,7 @@ def analyze(
             "bound",
             "launch",
             "cpu",
+            "memory",
         ):
             unavailable[name] = reason
         return Analysis(
@@ -196,6 +204,11 @@ def analyze(
         )
     else:
         unavailable["cpu"] = NO_SCHED
+    memory: MemoryResult | None = None
+    if trace.memory_usage.height:
+        memory = measure_memory(trace.memory_usage, trace.gpus, windows, gaps.gaps)
+    else:
+        unavailable["memory"] = NO_MEMORY
     return Analysis(
         trace=trace,
         settings=settings,
@@ -216,6 +229,7 @@ def analyze(
         unavailable=unavailable,
         launch=launch,
         cpu=cpu,
+        memory=memory,
     )
 
 

@@ -58,11 +58,25 @@ class CpuHostFacts:
 
 
 @dataclass(frozen=True)
+class MemoryFacts:
+    """One GPU's device memory in use (nsysan.analyze.memory)."""
+
+    gpu: int
+    capacity_bytes: int | None
+    peak_bytes: int
+    peak_ns: int
+    peak_share: float | None
+    near_full_share: float | None  # window share with in use >= 90% of capacity
+    near_full_gap_share: float | None  # gap time in gaps starting near full
+
+
+@dataclass(frozen=True)
 class ResourceFacts:
     launch: tuple[LaunchFacts, ...] = ()
     configs: tuple[ConfigFact, ...] = ()  # only configurations with a flag set
     sm_count: dict[int, int] | None = None
     cpu: tuple[CpuHostFacts, ...] = ()
+    memory: tuple[MemoryFacts, ...] = ()
 
 
 def gather_resource_facts(analysis: Analysis) -> ResourceFacts:
@@ -73,6 +87,19 @@ def gather_resource_facts(analysis: Analysis) -> ResourceFacts:
         values.update(_launch_facts(analysis))
     if analysis.cpu is not None:
         values["cpu"] = _cpu_facts(analysis)
+    if analysis.memory is not None:
+        values["memory"] = tuple(
+            MemoryFacts(
+                gpu=int(r["gpu"]),
+                capacity_bytes=r["capacity_bytes"],
+                peak_bytes=int(r["peak_bytes"]),
+                peak_ns=int(r["peak_ns"]),
+                peak_share=r["peak_share"],
+                near_full_share=r["near_full_share"],
+                near_full_gap_share=r["near_full_gap_share"],
+            )
+            for r in analysis.memory.per_gpu.iter_rows(named=True)
+        )
     return ResourceFacts(**values)  # type: ignore[arg-type]
 
 

@@ -41,10 +41,11 @@ _LAUNCH_COLUMNS = {
 _CONFIG_KEYS = ("global_pid", "device_id", "short_name_id", "grid_x", "grid_y", "grid_z",
                 "block_x", "block_y", "block_z")  # fmt: skip
 
-# CUPTI's CUpti_ActivityMemoryKind: the kinds that live in device memory. Pageable and
-# pinned host memory (1, 2) and managed memory (5, 7, resident where it was last
-# touched) are left out of "device memory in use".
-DEVICE_MEMORY_KINDS = (3, 4, 6)  # DEVICE, ARRAY, DEVICE_STATIC
+# memKind is nsys's CUDA_MEMOPR_MEMORY_KIND (ENUM_CUDA_MEM_KIND in 2024.5 exports: 0
+# Pageable, 1 Pinned, 2 Device, 3 Array, 4 Managed, 5 Device Static, 6 Managed Static,
+# 7 Unknown): the kinds that live in device memory. Host memory and managed memory
+# (resident where it was last touched) are left out of "device memory in use".
+DEVICE_MEMORY_KINDS = (2, 3, 5)  # Device, Array, Device Static
 _MEMORY_TABLE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
 
 

@@ -79,6 +79,7 @@ ZH_EXACT: dict[str, str] = {
     "launch overhead of small kernels": "小内核的发射开销",
     "launch configuration": "发射配置",
     "serialized host (GIL, locks, queues)": "主机串行化（GIL、锁、队列）",
+    "device memory / KV-cache pressure": "显存 / KV cache 压力",
     "utilization overstates work": "利用率高估了实际工作",
     "one slow collective": "一次缓慢的集合通信",
     "waits for data transfers": "等待数据传输",
@@ -123,6 +124,8 @@ ZH_EXACT: dict[str, str] = {
     "bound": "带宽/计算受限",
     "launch": "发射开销与配置",
     "cpu": "主机 CPU",
+    "memory": "显存占用",
+    "no CUDA memory usage events: capture with --cuda-memory-usage=true to see device memory in use per GPU (KV-cache pressure)": "没有 CUDA 显存使用事件：用 --cuda-memory-usage=true 采集，才能看到每张卡的显存占用（KV cache 压力）",
     "no thread scheduling events: capture with --cpuctxsw=process-tree (the default with --sample=cpu) to tell saturated host CPUs from blocked feeding threads": "没有线程调度事件：用 --cpuctxsw=process-tree（--sample=cpu 时默认开启）采集，才能区分主机 CPU 饱和与发射线程被阻塞",
 }
 
@@ -141,6 +144,12 @@ ZH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (rf"SM Active, {_GPU}", "SM Active，{0}"),
         (rf"kernels, {_GPU}", "内核数，{0}"),
         (rf"kernels under 10 µs, {_GPU}", "短于 10 µs 的内核，{0}"),
+        (rf"peak device memory in use, share of capacity, {_GPU}", "显存占用峰值占容量，{0}"),
+        (rf"window with memory ≥90% full, {_GPU}", "显存 ≥90% 占满的时间窗占比，{0}"),
+        (
+            rf"gap time starting with memory ≥90% full, {_GPU}",
+            "开始于显存 ≥90% 占满时的间隙时间，{0}",
+        ),
         (
             r"cores running the profiled processes during gaps, (.+)",
             "间隙期间运行被分析进程的核数，{0}",

@@ -29,6 +29,7 @@ EVENT_TABLES: dict[str, tuple[str, ...]] = {
     "contention": ("series", "clock_drops"),
     "imbalance": ("drift", "bubbles", "iterations"),
     "bound": ("kernels",),
+    "memory": ("series",),
 }
 
 

@@ -139,6 +139,7 @@ SHORT_TITLES = {
     "contention": ("contention", "资源争用"),
     "launch": ("launch overhead", "发射开销"),
     "cpu": ("host CPUs", "主机 CPU"),
+    "memory": ("device memory", "显存"),
 }
 
 

@@ -20,7 +20,7 @@ from nsysan.report import fmt, view_gpu
 from nsysan.report.catalog import cause_label, short_cause, translate
 from nsysan.report.glossary import definition_anchor, definition_title
 from nsysan.report.view_appendix import appendix, ncu_join_warning
-from nsysan.report.view_resources import cpu_section, launch_section
+from nsysan.report.view_resources import cpu_section, launch_section, memory_section
 from nsysan.report.view_timeline import timeline_section
 from nsysan.report.viewmodel import (
     Evidence,
@@ -176,6 +176,7 @@ def _sections(analysis: Analysis, labels: dict[int, str], lang: Lang) -> tuple[S
         _contention_section(analysis, labels, lang),
         launch_section(analysis, lang),
         cpu_section(analysis, lang),
+        memory_section(analysis, lang),
     )
 
 

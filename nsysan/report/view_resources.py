@@ -13,13 +13,14 @@ import polars as pl
 from nsysan.analysis import Analysis
 from nsysan.report import fmt
 from nsysan.report.catalog import translate
-from nsysan.report.viewmodel import Section, Table
+from nsysan.report.viewmodel import Section, SeriesView, Table
 
 Lang = Literal["en", "zh"]
 
 TITLES: dict[str, dict[str, str]] = {
     "launch": {"en": "Launch overhead and launch configuration", "zh": "发射开销与发射配置"},
     "cpu": {"en": "Host CPUs during GPU gaps", "zh": "GPU 间隙期间的主机 CPU"},
+    "memory": {"en": "Device memory in use (KV-cache pressure)", "zh": "显存占用（KV cache 压力）"},
 }
 VERDICTS = {
     "saturated": (
@@ -299,3 +300,77 @@ def cpu_section(analysis: Analysis, lang: Lang) -> Section:
 
 def _mean(v: float | None) -> str:
     return "—" if v is None else f"{v:.2f}"
+
+
+def memory_section(analysis: Analysis, lang: Lang) -> Section:
+    result = analysis.memory
+    if result is None:
+        return Section(
+            key="memory",
+            title=TITLES["memory"][lang],
+            unavailable=translate(analysis.unavailable.get("memory", ""), lang),
+        )
+    per = result.per_gpu.sort("gpu")
+    table = Table(
+        title=_l(lang, "Per GPU, over its window", "逐卡（在各自时间窗内）"),
+        columns=(
+            "GPU",
+            _l(lang, "capacity", "容量"),
+            _l(lang, "in use at window start", "时间窗起点占用"),
+            _l(lang, "peak (share of capacity)", "峰值（占容量）"),
+            _l(lang, "peak first at", "首次达到峰值"),
+            _l(lang, "mean share", "平均占比"),
+            _l(lang, "window with ≥90% in use", "占用 ≥90% 的时间窗占比"),
+            _l(
+                lang,
+                "gaps starting ≥90% full (share of gap time)",
+                "开始于 ≥90% 占用的间隙（占间隙时间）",
+            ),
+        ),
+        rows=tuple(
+            (
+                f"GPU {r['gpu']}",
+                fmt.nbytes(r["capacity_bytes"]),
+                fmt.nbytes(r["start_bytes"]),
+                f"{fmt.nbytes(r['peak_bytes'])} ({fmt.percent(r['peak_share'])})",
+                fmt.duration(r["peak_ns"], 4),
+                fmt.percent(r["mean_share"]),
+                fmt.percent(r["near_full_share"]),
+                f"{fmt.count(r['near_full_gaps'])} ({fmt.percent(r['near_full_gap_share'])})",
+            )
+            for r in per.iter_rows(named=True)
+        ),
+        note=_l(
+            lang,
+            "In use = device memory allocated minus freed by the profiled processes since the capture began "
+            "(CUDA_GPU_MEMORY_USAGE_EVENTS): allocations made before the capture and other processes' memory are not seen, "
+            "so it is a lower bound. A caching allocator (PyTorch, a KV-cache pool) shows what it reserved.",
+            "占用 = 采集开始后被分析进程分配减去释放的显存（CUDA_GPU_MEMORY_USAGE_EVENTS）：采集前的分配与其他进程的显存不可见，"
+            "因此是下限。缓存分配器（PyTorch、KV cache 池）显示的是它预留的显存。",
+        ),
+    )
+    capacity = {int(r["gpu"]): r["capacity_bytes"] for r in per.iter_rows(named=True)}
+    gpu_ids = [g for g in per["gpu"].to_list() if capacity.get(int(g))]
+    series: tuple[SeriesView, ...] = ()
+    if gpu_ids:
+        rows = result.series
+        series = (
+            SeriesView(
+                title=_l(lang, "device memory in use, share of capacity", "显存占用，占容量比例"),
+                y_label=_l(lang, "in use", "占用"),
+                y_kind="share",
+                gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
+                x_ns=tuple(
+                    tuple(int(v) for v in rows.filter(pl.col("gpu") == g)["bin_start_ns"].to_list())
+                    for g in gpu_ids
+                ),
+                y=tuple(
+                    tuple(
+                        round(int(v) / capacity[int(g)], 4)
+                        for v in rows.filter(pl.col("gpu") == g)["in_use_bytes"].to_list()
+                    )
+                    for g in gpu_ids
+                ),
+            ),
+        )
+    return Section(key="memory", title=TITLES["memory"][lang], tables=(table,), series=series)

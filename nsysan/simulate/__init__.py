@@ -133,6 +133,14 @@ _SPECS: dict[str, _Spec] = {
         "cpu-blocked",
         FIXTURE_SCALE,
     ),
+    "kv-cache-full": _Spec(
+        scenarios_resources.kv_cache_full,
+        "4xA100, DP=4 decode with device-memory events: GPU 2 serves long contexts, its "
+        "KV cache sits above 90% of 80 GB and its scheduler stalls before steps",
+        "4.2",
+        "memory-pressure",
+        FIXTURE_SCALE,
+    ),
     "balanced": _Spec(
         scenarios.balanced,
         "4xA100, TP=4 over NVLink, fast host, steady clocks: a healthy control",

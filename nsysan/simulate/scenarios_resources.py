@@ -286,3 +286,111 @@ def gil_blocked(ctx: Context) -> Outcome:
     on_cpu[CPU_GPUS] += _sliced(ctx, pid, tokenizer, CPU_GPUS, lo, hi)
     host, extra = _cpu_truth(ctx, on_cpu, feeding_on, waiting, {})
     return Outcome(host, flagged_gpus=tuple(r.gpu for r in ranks), gpu_extra=extra)
+
+
+# --- 4.2 device memory: one GPU's KV cache is full ------------------------------------------
+
+MEM_GPUS = 4
+MEM_FULL_GPU = 2
+MEM_LAYERS = 2
+MEM_STEPS = 400
+MEM_STEP_SCALE = 0.15  # ~5 ms of GPU work per step
+MEM_STEP_NS = 5_600_000  # every rank serves until the same deadline (no drift)
+WEIGHTS_BYTES = 40 << 30
+KV_START_SHARE = {"full": 0.85, "room": 0.55}  # in use (weights + KV pool) after warm-up
+KV_BLOCK_BYTES = {"full": 512 << 20, "room": 256 << 20}  # KV blocks allocated per step
+# KV freed when requests finish: above this share of capacity, a share of the KV in use.
+FREE_ABOVE = {"full": 0.97, "room": 0.75}
+FREE_SHARE = {"full": 0.06, "room": 0.15}
+ADMIT_STALL_NS = (2_000_000, 5_000_000)  # the scheduler cannot admit: it swaps and waits
+STEP_HOST_NS = (200_000, 400_000)
+NEAR_FULL_SHARE = 0.9  # the memory metrics' threshold (docs/metrics/memory.md)
+SCHEDULE_RANGE = "schedule"
+
+
+def kv_cache_full(ctx: Context) -> Outcome:
+    """DP=4 decode; GPU 2 serves long contexts, so its KV cache sits near full and its
+    scheduler stalls before steps; the other GPUs keep room."""
+    ranks = ctx.setup(A100_SXM, MEM_GPUS, "dp rank {}")
+    ops = ctx.program(rescaled(decode_step(MEM_LAYERS), MEM_STEP_SCALE))
+    cap = A100_SXM.total_memory
+    level: dict[int, int] = {}
+    kv: dict[int, list[tuple[int, int]]] = {}  # live KV blocks: (address, bytes)
+    for r in ranks:
+        kind = "full" if r.gpu == MEM_FULL_GPU else "room"
+        ctx.builder.device_memory(r.pid, r.gpu, r.host, 0x7F10_0000_0000, WEIGHTS_BYTES, 0)
+        pool = int(KV_START_SHARE[kind] * cap) - WEIGHTS_BYTES
+        ctx.builder.device_memory(r.pid, r.gpu, r.host, 0x7F18_0000_0000, pool, 0)
+        # The pool stays; the blocks allocated per step come and go with requests.
+        level[r.gpu], kv[r.gpu] = WEIGHTS_BYTES + pool, []
+    address = 0x7F20_0000_0000
+    deadline = max(r.host for r in ranks) + ctx.count(MEM_STEPS) * MEM_STEP_NS
+    while any(r.host < deadline for r in ranks):
+        for r in ranks:
+            if r.host >= deadline:
+                continue
+            kind = "full" if r.gpu == MEM_FULL_GPU else "room"
+            start = r.host
+            if level[r.gpu] >= NEAR_FULL_SHARE * cap:
+                stall = ctx.rng.randint(*ADMIT_STALL_NS)
+                ctx.builder.nvtx_range(r.pid, r.tid, SCHEDULE_RANGE, r.host, r.host + stall)
+                r.host += stall
+            if level[r.gpu] >= FREE_ABOVE[kind] * cap:
+                target = level[r.gpu] - FREE_SHARE[kind] * level[r.gpu]
+                while kv[r.gpu] and level[r.gpu] > target:
+                    addr, nbytes = kv[r.gpu].pop(0)
+                    ctx.builder.device_memory(r.pid, r.gpu, r.host, addr, nbytes, 1)
+                    level[r.gpu] -= nbytes
+            block = int(KV_BLOCK_BYTES[kind] * ctx.jitter(0.1))
+            if level[r.gpu] + block <= cap:
+                address += 0x1000_0000
+                ctx.builder.device_memory(r.pid, r.gpu, r.host, address, block, 0)
+                kv[r.gpu].append((address, block))
+                level[r.gpu] += block
+            for op in ops:
+                ctx.engine.launch(r, op.kernel, ctx.ns(op.us))
+            ctx.engine.sync(r)
+            r.host += ctx.rng.randint(*STEP_HOST_NS)
+            ctx.builder.nvtx_range(r.pid, r.tid, STEP_RANGE, start, r.host)
+    extra = _memory_truth(ctx, cap)
+    numbers = {
+        "near_full_share_full_gpu": extra[MEM_FULL_GPU]["near_full_share"],
+        "near_full_share_others_max": max(
+            e["near_full_share"] for g, e in extra.items() if g != MEM_FULL_GPU
+        ),
+        "near_full_gap_share_full_gpu": extra[MEM_FULL_GPU]["near_full_gap_share"],
+    }
+    return Outcome(numbers, flagged_gpus=(MEM_FULL_GPU,), gpu_extra=extra)
+
+
+def _memory_truth(ctx: Context, cap: int) -> dict[int, dict[str, float]]:
+    busy = truth.busy_by_gpu(ctx.builder.kernel_runs)
+    events: dict[int, list[tuple[int, int]]] = {}
+    for row in ctx.builder.rows["CUDA_GPU_MEMORY_USAGE_EVENTS"]:
+        t, gpu, nbytes, op = row[0], row[2], row[6], row[8]
+        events.setdefault(gpu, []).append((t, nbytes if op == 0 else -nbytes))
+    out = {}
+    for gpu, iv in busy.items():
+        lo, hi = iv[0][0], iv[-1][1]
+        ev = sorted(events[gpu], key=lambda e: e[0])
+
+        def level_at(x: int, ev: list[tuple[int, int]] = ev) -> int:
+            return sum(d for t, d in ev if t <= x)
+
+        points = [lo] + sorted({t for t, _ in ev if lo < t < hi}) + [hi]
+        near = 0
+        peak = level_at(lo)
+        for a, b in zip(points, points[1:], strict=False):
+            v = level_at(a)
+            peak = max(peak, v)
+            if v >= NEAR_FULL_SHARE * cap:
+                near += b - a
+        gaps = truth.gaps(iv, lo, hi)
+        full_gaps = [e - s for s, e in gaps if level_at(s) >= NEAR_FULL_SHARE * cap]
+        out[gpu] = {
+            "peak_share": peak / cap,
+            "near_full_share": near / (hi - lo),
+            "near_full_gaps": float(len(full_gaps)),
+            "near_full_gap_share": sum(full_gaps) / truth.total(gaps),
+        }
+    return out

@@ -167,6 +167,13 @@ class TraceBuilder:
         )  # fmt: skip
         self.host_spans.append(HostSpan(pid, tid, start, end, "osrt", name))
 
+    def device_memory(self, pid: int, gpu: int, t: int, address: int, nbytes: int, op: int) -> None:
+        """A cudaMalloc (``op`` 0) or cudaFree (1) of device memory (memKind Device)."""
+        self.rows["CUDA_GPU_MEMORY_USAGE_EVENTS"].append(
+            (t, global_pid(pid), gpu, CONTEXT_ID, address, 0x7F00_0000, nbytes, schema.MEM_DEVICE,
+             op, None, None)
+        )  # fmt: skip
+
     def on_cpu(self, pid: int, tid: int, cpu: int, start: int, end: int) -> None:
         """A thread on ``cpu`` from ``start`` to ``end``: a switch-in and a switch-out row."""
         gtid = global_tid(pid, tid)
