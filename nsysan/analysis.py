@@ -34,10 +34,15 @@ from nsysan.analyze.launch import LaunchResult, measure_launch
 from nsysan.analyze.memory import MemoryResult, measure_memory
 from nsysan.analyze.nccl import NcclResult, measure_nccl
 from nsysan.analyze.stagger import StaggerResult, measure_stagger
+from nsysan.analyze.steps import StepsResult, measure_steps
 from nsysan.model import Trace
 from nsysan.settings import Settings
 
 NO_GPU_WORK = "the trace has no GPU kernels"
+NO_STEPS = (
+    "no steps: no NVTX range repeats around each step and no GPU runs a repeating kernel "
+    "sequence; wrap each step in an NVTX range (e.g. 'decode_step') for step latency"
+)
 NO_MEMORY = (
     "no CUDA memory usage events: capture with --cuda-memory-usage=true to see device "
     "memory in use per GPU (KV-cache pressure)"
@@ -79,6 +84,8 @@ class Analysis:
     cpu: CpuResult | None = None
     # Device memory in use per GPU (docs/metrics/memory.md).
     memory: MemoryResult | None = None
+    # Step and request latency, throughput (docs/metrics/steps.md).
+    steps: StepsResult | None = None
 
     @property
     def results(self) -> dict[str, object]:
@@ -134,6 +141,7 @@ def analyze(
             "launch",
             "cpu",
             "memory",
+            "steps",
         ):
             unavailable[name] = reason
         return Analysis(
@@ -204,6 +212,17 @@ def analyze(
         )
     else:
         unavailable["cpu"] = NO_SCHED
+    steps = measure_steps(
+        trace.nvtx,
+        _gpu_processes(trace),
+        windows,
+        launch.per_gpu if launch is not None else None,
+        imbalance.iterations if imbalance is not None else None,
+        imbalance.iteration_source if imbalance is not None else None,
+        imbalance.iteration_label if imbalance is not None else None,
+    )
+    if not steps.per_gpu["steps"].sum():
+        unavailable["steps"] = NO_STEPS
     memory: MemoryResult | None = None
     if trace.memory_usage.height:
         memory = measure_memory(trace.memory_usage, trace.gpus, windows, gaps.gaps)
@@ -230,7 +249,14 @@ def analyze(
         launch=launch,
         cpu=cpu,
         memory=memory,
+        steps=steps,
     )
+
+
+def _gpu_processes(trace: Trace) -> pl.DataFrame:
+    """The processes that ran kernels on each GPU: ``gpu, source, pid``."""
+    table = trace.launch_configs if trace.launch_configs.height else trace.kernels
+    return table.select("gpu", "source", "pid").drop_nulls().unique()
 
 
 def _gpu_sources(trace: Trace) -> pl.DataFrame:

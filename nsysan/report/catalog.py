@@ -125,6 +125,8 @@ ZH_EXACT: dict[str, str] = {
     "launch": "发射开销与配置",
     "cpu": "主机 CPU",
     "memory": "显存占用",
+    "steps": "步与请求延迟",
+    "no steps: no NVTX range repeats around each step and no GPU runs a repeating kernel sequence; wrap each step in an NVTX range (e.g. 'decode_step') for step latency": "没有步：没有在每一步周围重复的 NVTX 区间，也没有 GPU 运行重复的内核序列；用 NVTX 区间包住每一步才能得到步延迟",
     "no CUDA memory usage events: capture with --cuda-memory-usage=true to see device memory in use per GPU (KV-cache pressure)": "没有 CUDA 显存使用事件：用 --cuda-memory-usage=true 采集，才能看到每张卡的显存占用（KV cache 压力）",
     "no thread scheduling events: capture with --cpuctxsw=process-tree (the default with --sample=cpu) to tell saturated host CPUs from blocked feeding threads": "没有线程调度事件：用 --cpuctxsw=process-tree（--sample=cpu 时默认开启）采集，才能区分主机 CPU 饱和与发射线程被阻塞",
 }

@@ -30,6 +30,7 @@ EVENT_TABLES: dict[str, tuple[str, ...]] = {
     "imbalance": ("drift", "bubbles", "iterations"),
     "bound": ("kernels",),
     "memory": ("series",),
+    "steps": ("steps", "requests"),
 }
 
 

@@ -140,6 +140,7 @@ SHORT_TITLES = {
     "launch": ("launch overhead", "发射开销"),
     "cpu": ("host CPUs", "主机 CPU"),
     "memory": ("device memory", "显存"),
+    "steps": ("steps", "步"),
 }
 
 

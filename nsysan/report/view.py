@@ -20,7 +20,12 @@ from nsysan.report import fmt, view_gpu
 from nsysan.report.catalog import cause_label, short_cause, translate
 from nsysan.report.glossary import definition_anchor, definition_title
 from nsysan.report.view_appendix import appendix, ncu_join_warning
-from nsysan.report.view_resources import cpu_section, launch_section, memory_section
+from nsysan.report.view_resources import (
+    cpu_section,
+    launch_section,
+    memory_section,
+    steps_section,
+)
 from nsysan.report.view_timeline import timeline_section
 from nsysan.report.viewmodel import (
     Evidence,
@@ -177,6 +182,7 @@ def _sections(analysis: Analysis, labels: dict[int, str], lang: Lang) -> tuple[S
         launch_section(analysis, lang),
         cpu_section(analysis, lang),
         memory_section(analysis, lang),
+        steps_section(analysis, lang),
     )
 
 

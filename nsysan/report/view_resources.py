@@ -21,6 +21,7 @@ TITLES: dict[str, dict[str, str]] = {
     "launch": {"en": "Launch overhead and launch configuration", "zh": "发射开销与发射配置"},
     "cpu": {"en": "Host CPUs during GPU gaps", "zh": "GPU 间隙期间的主机 CPU"},
     "memory": {"en": "Device memory in use (KV-cache pressure)", "zh": "显存占用（KV cache 压力）"},
+    "steps": {"en": "Step and request latency, throughput", "zh": "步与请求延迟、吞吐"},
 }
 VERDICTS = {
     "saturated": (
@@ -374,3 +375,128 @@ def memory_section(analysis: Analysis, lang: Lang) -> Section:
             ),
         )
     return Section(key="memory", title=TITLES["memory"][lang], tables=(table,), series=series)
+
+
+def _ratio(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f}×"
+
+
+def steps_section(analysis: Analysis, lang: Lang) -> Section:
+    result = analysis.steps
+    if result is None or not result.per_gpu["steps"].sum():
+        return Section(
+            key="steps",
+            title=TITLES["steps"][lang],
+            unavailable=translate(analysis.unavailable.get("steps", ""), lang),
+        )
+    per = result.per_gpu.sort("gpu")
+    label = next((v for v in per["label"].to_list() if v), "")
+    source = next((v for v in per["source"].to_list() if v), "")
+    what = (
+        _l(
+            lang,
+            f"Steps are the NVTX range '{label}' on each GPU's processes (host time).",
+            f"步即各卡进程上的 NVTX 区间“{label}”（主机侧时长）。",
+        )
+        if source == "nvtx"
+        else _l(
+            lang,
+            f"Steps are the repeated kernel sequence ({translate(label, lang)}), the same boundaries on every GPU.",
+            f"步即重复的内核序列（{translate(label, lang)}），各卡边界相同。",
+        )
+    )
+    steps = Table(
+        title=_l(lang, "Per GPU: steps and throughput", "逐卡：步与吞吐"),
+        columns=(
+            "GPU",
+            _l(lang, "steps", "步数"),
+            _l(lang, "steps per second", "每秒步数"),
+            _l(lang, "step p50 / p90 / p99 / max", "步时长 p50 / p90 / p99 / 最大"),
+            _l(lang, "p99 / p50", "p99 / p50"),
+            _l(lang, "kernels per second", "每秒内核数"),
+        ),
+        rows=tuple(
+            (
+                f"GPU {r['gpu']}",
+                fmt.count(r["steps"]),
+                _rate(r["steps_per_s"]),
+                " / ".join(
+                    fmt.duration(r[c])
+                    for c in ("step_p50_ns", "step_p90_ns", "step_p99_ns", "step_max_ns")
+                ),
+                _ratio(r["step_tail_ratio"]),
+                _rate(r["kernels_per_s"]),
+            )
+            for r in per.iter_rows(named=True)
+        ),
+        note=what,
+    )
+    slow = Table(
+        title=_l(
+            lang, "Slowest steps (start on the trace timeline)", "最慢的步（起点为时间线上的位置）"
+        ),
+        columns=(
+            "GPU",
+            _l(lang, "start", "起点"),
+            _l(lang, "duration", "时长"),
+            _l(lang, "× median", "× 中位数"),
+        ),
+        rows=tuple(
+            (
+                f"GPU {r['gpu']}",
+                fmt.duration(r["start_ns"], 4),
+                fmt.duration(r["duration_ns"]),
+                _ratio(r["over_median"]),
+            )
+            for r in result.slowest.iter_rows(named=True)
+        ),
+        note=_l(
+            lang,
+            "Pass a start to --start/--end to zoom the report on it.",
+            "把起点传给 --start/--end 即可把报告聚焦到该处。",
+        ),
+    )
+    tables = [steps, slow]
+    paragraphs: list[str] = []
+    if per["requests"].drop_nulls().len():
+        tables.append(
+            Table(
+                title=_l(
+                    lang,
+                    "Per GPU: requests (NVTX ranges named 'request…')",
+                    "逐卡：请求（名为“request…”的 NVTX 区间）",
+                ),
+                columns=(
+                    "GPU",
+                    _l(lang, "requests", "请求数"),
+                    _l(lang, "requests per second", "每秒请求数"),
+                    _l(lang, "latency p50 / p99 / max", "延迟 p50 / p99 / 最大"),
+                    _l(lang, "p99 / p50", "p99 / p50"),
+                ),
+                rows=tuple(
+                    (
+                        f"GPU {r['gpu']}",
+                        fmt.count(r["requests"]),
+                        _rate(r["requests_per_s"]),
+                        " / ".join(
+                            fmt.duration(r[c])
+                            for c in ("request_p50_ns", "request_p99_ns", "request_max_ns")
+                        ),
+                        _ratio(r["request_tail_ratio"]),
+                    )
+                    for r in per.iter_rows(named=True)
+                    if r["requests"]
+                ),
+            )
+        )
+    else:
+        paragraphs.append(
+            _l(
+                lang,
+                "No NVTX ranges named 'request…': request latency needs one start/end range per request (e.g. 'request 17').",
+                "没有名称以 request 开头的 NVTX 区间：请求延迟需要每个请求一个起止区间（名称以 request 开头，后接请求编号）。",
+            )
+        )
+    return Section(
+        key="steps", title=TITLES["steps"][lang], paragraphs=tuple(paragraphs), tables=tuple(tables)
+    )

@@ -82,7 +82,24 @@ def _launch_extra(ctx: Context) -> dict[int, dict[str, float]]:
         idle = truth.gaps(iv, lo, hi)
         short = [e - s for s, e in idle if e - s < SHORT_GAP_NS]
         n = len(durations)
+        pid = next(r.pid for r in ctx.ranks if r.gpu == gpu)
+        steps = sorted(
+            sp.end - sp.start
+            for sp in ctx.builder.host_spans
+            if sp.pid == pid and sp.kind == "nvtx" and sp.name == STEP_RANGE
+        )
+        spans = [
+            (sp.start, sp.end)
+            for sp in ctx.builder.host_spans
+            if sp.pid == pid and sp.name == STEP_RANGE
+        ]
+        m = len(steps)
         extra[gpu] = {
+            "steps": float(m),
+            "steps_per_s": m / ((max(e for _, e in spans) - min(s for s, _ in spans)) / 1e9),
+            "step_p50_ns": float(steps[(m + 1) // 2 - 1]),  # nearest rank
+            "step_p99_ns": float(steps[-(-99 * m // 100) - 1]),
+            "step_max_ns": float(steps[-1]),
             "kernels": float(n),
             "launch_rate": n / ((hi - lo) / 1e9),
             "kernel_p50_ns": float(durations[(n + 1) // 2 - 1]),  # nearest rank
