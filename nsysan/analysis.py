@@ -31,6 +31,7 @@ from nsysan.analyze.dominant import DominantResult, measure_dominant
 from nsysan.analyze.gaps import GapsResult, measure_gaps
 from nsysan.analyze.host import HostResult, attribute_gaps
 from nsysan.analyze.launch import LaunchResult, measure_launch
+from nsysan.analyze.load import LoadResult, measure_load
 from nsysan.analyze.memory import MemoryResult, measure_memory
 from nsysan.analyze.nccl import NcclResult, measure_nccl
 from nsysan.analyze.stagger import StaggerResult, measure_stagger
@@ -86,6 +87,8 @@ class Analysis:
     memory: MemoryResult | None = None
     # Step and request latency, throughput (docs/metrics/steps.md).
     steps: StepsResult | None = None
+    # Load over time: bursts, starvation (docs/metrics/load.md).
+    load: LoadResult | None = None
 
     @property
     def results(self) -> dict[str, object]:
@@ -142,6 +145,7 @@ def analyze(
             "cpu",
             "memory",
             "steps",
+            "load",
         ):
             unavailable[name] = reason
         return Analysis(
@@ -223,6 +227,13 @@ def analyze(
     )
     if not steps.per_gpu["steps"].sum():
         unavailable["steps"] = NO_STEPS
+    load = measure_load(
+        busy.intervals,
+        windows,
+        trace.kernels,
+        steps.requests,
+        host.gaps if host is not None else None,
+    )
     memory: MemoryResult | None = None
     if trace.memory_usage.height:
         memory = measure_memory(trace.memory_usage, trace.gpus, windows, gaps.gaps)
@@ -250,6 +261,7 @@ def analyze(
         cpu=cpu,
         memory=memory,
         steps=steps,
+        load=load,
     )
 
 

@@ -10,7 +10,15 @@ from conftest import REPO
 
 from nsysan import errors
 from nsysan.cli import cli
-from nsysan.diagnose import cpu_rules, gpu_rules, launch_rules, memory_rules, myths, rules
+from nsysan.diagnose import (
+    cpu_rules,
+    gpu_rules,
+    launch_rules,
+    load_rules,
+    memory_rules,
+    myths,
+    rules,
+)
 
 DOCS = REPO / "docs"
 
@@ -50,7 +58,7 @@ def test_every_rule_id_and_threshold_is_documented() -> None:
     text = (DOCS / "findings.md").read_text(encoding="utf-8")
     for rule_id in rules.RULE_IDS:
         assert f"### {rule_id}" in text, rule_id
-    for module in (rules, gpu_rules, launch_rules, cpu_rules, memory_rules, myths):
+    for module in (rules, gpu_rules, launch_rules, cpu_rules, memory_rules, load_rules, myths):
         for name in dir(module):
             if re.fullmatch(r"[A-Z][A-Z_]+", name) and name not in {
                 "RULES",
@@ -68,6 +76,8 @@ def test_every_rule_id_and_threshold_is_documented() -> None:
                 "COVERS_ZH",
                 "MEMORY_RULES",
                 "MEMORY_RULE_IDS",
+                "LOAD_RULES",
+                "LOAD_RULE_IDS",
             }:
                 assert f"`{name}`" in text, f"{module.__name__}.{name} is not in docs/findings.md"
     for check in myths.MYTHS:

@@ -163,7 +163,7 @@ def test_registry_lists_every_scenario() -> None:
     assert set(SCENARIOS) == {
         "case-study", "case-study-fixed", "tp-heads", "pp-bubble", "moe-hot-expert",
         "dp-long-tail", "comm-bound", "memory-bound", "throttled", "balanced",
-        "launch-bound", "cpu-saturated", "gil-blocked", "kv-cache-full",
+        "launch-bound", "cpu-saturated", "gil-blocked", "kv-cache-full", "request-burst",
     }  # fmt: skip
     assert all(SCENARIOS.values())
 
@@ -192,6 +192,7 @@ def test_truths_name_their_intended_finding(truths: dict[str, GroundTruth]) -> N
         "cpu-saturated": "cpu-saturated",
         "gil-blocked": "cpu-blocked",
         "kv-cache-full": "memory-pressure",
+        "request-burst": "request-burst",
         "balanced": None,
     }
 

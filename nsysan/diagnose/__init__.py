@@ -22,7 +22,8 @@ __all__ = ["Diagnosis", "Finding", "diagnose", "diagnose_facts"]
 # skew whose leader moves over time is load drift, not a static split.
 _SUBSUMED_BY = {
     # On a launch-bound GPU the host's "cause" is the launch calls themselves.
-    "host-bound-gaps": ("false-balance", "pipeline-bubble", "launch-bound"),
+    # ... and behind a burst that landed on one GPU, the others wait on empty queues.
+    "host-bound-gaps": ("false-balance", "pipeline-bubble", "launch-bound", "request-burst"),
     "host-late-unknown": ("false-balance", "pipeline-bubble"),
     "false-balance": ("pipeline-bubble",),
     "static-split-skew": ("dp-long-tail",),
@@ -34,6 +35,8 @@ _SUBSUMED_BY = {
     "launch-config": ("launch-bound",),
     # On a launch-bound GPU the feeding thread is busy launching.
     "feeding-thread-busy": ("launch-bound",),
+    # A burst that lands on one GPU explains the drift that follows it.
+    "dp-long-tail": ("request-burst",),
 }
 
 

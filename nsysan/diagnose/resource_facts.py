@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from nsysan.analysis import Analysis
+from nsysan.diagnose.load_facts import BurstFact, StarvedFact, TailFact, load_facts
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,9 @@ class ResourceFacts:
     sm_count: dict[int, int] | None = None
     cpu: tuple[CpuHostFacts, ...] = ()
     memory: tuple[MemoryFacts, ...] = ()
+    bursts: tuple[BurstFact, ...] = ()
+    starved: tuple[StarvedFact, ...] = ()
+    tails: tuple[TailFact, ...] = ()
 
 
 def gather_resource_facts(analysis: Analysis) -> ResourceFacts:
@@ -100,6 +104,7 @@ def gather_resource_facts(analysis: Analysis) -> ResourceFacts:
             )
             for r in analysis.memory.per_gpu.iter_rows(named=True)
         )
+    values.update(load_facts(analysis))
     return ResourceFacts(**values)  # type: ignore[arg-type]
 
 

@@ -16,6 +16,7 @@ from nsysan.diagnose.facts import Facts  # noqa: F401  (re-exported for tests)
 from nsysan.diagnose.findings import EvidenceItem, Finding
 from nsysan.diagnose.gpu_rules import GPU_RULE_IDS, GPU_RULES, host_bound_gaps  # noqa: F401
 from nsysan.diagnose.launch_rules import LAUNCH_RULE_IDS, LAUNCH_RULES
+from nsysan.diagnose.load_rules import LOAD_RULE_IDS, LOAD_RULES
 from nsysan.diagnose.memory_rules import MEMORY_RULE_IDS, MEMORY_RULES
 from nsysan.report.fmt import duration, percent, ratio
 
@@ -587,6 +588,7 @@ RULES: tuple[Rule, ...] = (
     *LAUNCH_RULES,
     *CPU_RULES,
     *MEMORY_RULES,
+    *LOAD_RULES,
 )
 
 RULE_IDS = (
@@ -605,4 +607,5 @@ RULE_IDS = (
     *LAUNCH_RULE_IDS,
     *CPU_RULE_IDS,
     *MEMORY_RULE_IDS,
+    *LOAD_RULE_IDS,
 )

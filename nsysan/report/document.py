@@ -31,6 +31,7 @@ EVENT_TABLES: dict[str, tuple[str, ...]] = {
     "bound": ("kernels",),
     "memory": ("series",),
     "steps": ("steps", "requests"),
+    "load": ("windows",),
 }
 
 

@@ -141,6 +141,7 @@ SHORT_TITLES = {
     "cpu": ("host CPUs", "主机 CPU"),
     "memory": ("device memory", "显存"),
     "steps": ("steps", "步"),
+    "load": ("load", "负载"),
 }
 
 

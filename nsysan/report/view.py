@@ -23,6 +23,7 @@ from nsysan.report.view_appendix import appendix, ncu_join_warning
 from nsysan.report.view_resources import (
     cpu_section,
     launch_section,
+    load_section,
     memory_section,
     steps_section,
 )
@@ -183,6 +184,7 @@ def _sections(analysis: Analysis, labels: dict[int, str], lang: Lang) -> tuple[S
         cpu_section(analysis, lang),
         memory_section(analysis, lang),
         steps_section(analysis, lang),
+        load_section(analysis, lang),
     )
 
 

@@ -22,7 +22,9 @@ TITLES: dict[str, dict[str, str]] = {
     "cpu": {"en": "Host CPUs during GPU gaps", "zh": "GPU 间隙期间的主机 CPU"},
     "memory": {"en": "Device memory in use (KV-cache pressure)", "zh": "显存占用（KV cache 压力）"},
     "steps": {"en": "Step and request latency, throughput", "zh": "步与请求延迟、吞吐"},
+    "load": {"en": "Load over time: bursts and starvation", "zh": "随时间变化的负载：突发与饥饿"},
 }
+STARVED_ROWS = 10
 VERDICTS = {
     "saturated": (
         "saturated: the profiled processes fill the cores",
@@ -499,4 +501,119 @@ def steps_section(analysis: Analysis, lang: Lang) -> Section:
         )
     return Section(
         key="steps", title=TITLES["steps"][lang], paragraphs=tuple(paragraphs), tables=tuple(tables)
+    )
+
+
+def load_section(analysis: Analysis, lang: Lang) -> Section:
+    result = analysis.load
+    if result is None:
+        return Section(
+            key="load",
+            title=TITLES["load"][lang],
+            unavailable=translate(analysis.unavailable.get("load", ""), lang),
+        )
+    requests = result.kind == "requests"
+    unit = (
+        _l(lang, "requests arriving", "到达的请求")
+        if requests
+        else _l(lang, "kernels starting", "开始的内核")
+    )
+    gpu_ids = sorted({int(g) for g in result.windows["gpu"].to_list()})
+    series = SeriesView(
+        title=_l(lang, f"load per time window ({unit})", f"每个时间窗的负载（{unit}）"),
+        y_label=unit,
+        y_kind="zero",
+        gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
+        x_ns=tuple(
+            tuple(int(v) for v in result.windows.filter(pl.col("gpu") == g)["start_ns"].to_list())
+            for g in gpu_ids
+        ),
+        y=tuple(
+            tuple(float(v) for v in result.windows.filter(pl.col("gpu") == g)["load"].to_list())
+            for g in gpu_ids
+        ),
+    )
+    paragraphs = [
+        _l(
+            lang,
+            "Load is requests arriving (request ranges) per window."
+            if requests
+            else "The trace has no request ranges: load is kernels starting per window, and bursts are not looked for in it.",
+            "负载为每个时间窗内到达的请求（请求区间）。"
+            if requests
+            else "追踪中没有请求区间：负载为每个时间窗内开始的内核，且不在其中寻找突发。",
+        )
+    ]
+    tables: list[Table] = []
+    if result.bursts.height:
+        tables.append(
+            Table(
+                title=_l(lang, "Burst windows", "突发时间窗"),
+                columns=(
+                    _l(lang, "from", "起点"),
+                    _l(lang, "to", "终点"),
+                    _l(lang, "requests", "请求数"),
+                    _l(lang, "× median window", "× 中位数时间窗"),
+                    _l(lang, "GPU taking most", "承接最多的卡"),
+                    _l(lang, "its share", "其占比"),
+                    _l(lang, "its busy share just before", "此前的忙碌占比"),
+                ),
+                rows=tuple(
+                    (
+                        fmt.duration(r["start_ns"], 4),
+                        fmt.duration(r["end_ns"], 4),
+                        fmt.count(r["load"]),
+                        _ratio(r["over_median"]),
+                        f"GPU {r['top_gpu']}",
+                        fmt.percent(r["top_share"]),
+                        fmt.percent(r["top_busy_before"]),
+                    )
+                    for r in result.bursts.iter_rows(named=True)
+                ),
+            )
+        )
+    starved = result.starved.head(STARVED_ROWS)
+    if starved.height:
+        tables.append(
+            Table(
+                title=_l(
+                    lang,
+                    "Starved stretches (idle while other GPUs work, feeder waiting on a queue)",
+                    "饥饿时段（其他卡在工作时空闲，发射线程在等待队列）",
+                ),
+                columns=(
+                    "GPU",
+                    _l(lang, "from", "起点"),
+                    _l(lang, "to", "终点"),
+                    _l(lang, "duration", "时长"),
+                    _l(lang, "other GPUs busy", "其他卡忙碌"),
+                    _l(lang, "feeder waiting", "发射线程等待"),
+                ),
+                rows=tuple(
+                    (
+                        f"GPU {r['gpu']}",
+                        fmt.duration(r["start_ns"], 4),
+                        fmt.duration(r["end_ns"], 4),
+                        fmt.duration(r["duration_ns"]),
+                        fmt.percent(r["others_busy_share"]),
+                        fmt.percent(r["wait_share"]),
+                    )
+                    for r in starved.iter_rows(named=True)
+                ),
+                note=_l(
+                    lang,
+                    "Gaps of at least 5 ms with other GPUs busy at least half of the time and the feeding thread in a blocking OS call "
+                    "(queue, condition, lock) at least half of it; the longest first.",
+                    "至少 5 ms 的间隙，其中至少一半时间其他卡忙碌、且发射线程至少一半时间处于阻塞型系统调用（队列、条件变量、锁）中；按时长从长到短。",
+                ),
+            )
+        )
+    else:
+        paragraphs.append(_l(lang, "No starved stretches.", "没有饥饿时段。"))
+    return Section(
+        key="load",
+        title=TITLES["load"][lang],
+        paragraphs=tuple(paragraphs),
+        tables=tuple(tables),
+        series=(series,),
     )

@@ -141,6 +141,14 @@ _SPECS: dict[str, _Spec] = {
         "memory-pressure",
         FIXTURE_SCALE,
     ),
+    "request-burst": _Spec(
+        scenarios_resources.request_burst,
+        "4xA100, DP=4 behind a router: a burst of 48 requests in 40 ms goes to the GPU that "
+        "received the fewest lately; the other GPUs wait on empty queues while it works",
+        "4.3",
+        "request-burst",
+        LONG_TAIL_FIXTURE_SCALE,
+    ),
     "balanced": _Spec(
         scenarios.balanced,
         "4xA100, TP=4 over NVLink, fast host, steady clocks: a healthy control",

@@ -14,6 +14,7 @@ from nsysan.simulate.engine import (
     LAUNCH_API,
     LAUNCH_CALL_NS,
     LAUNCH_LATENCY_NS,
+    QUEUE_WAIT_CALL,
     SYNC_API,
     Rank,
 )
@@ -22,6 +23,7 @@ from nsysan.simulate.scenarios import (
     RANK_START_SPREAD_NS,
     SAMPLING_RANGE,
     START_NS,
+    STEP_JITTER,
     STEP_RANGE,
     Context,
     Outcome,
@@ -411,3 +413,140 @@ def _memory_truth(ctx: Context, cap: int) -> dict[int, dict[str, float]]:
             "near_full_gap_share": sum(full_gaps) / truth.total(gaps),
         }
     return out
+
+
+# --- 4.3 a request burst lands on the emptiest GPU; the others starve ------------------------
+
+BURST_GPUS = 4
+BURST_DURATION_S = 4.0
+BURST_AT_SHARE = 0.3  # the burst arrives at this share of the capture
+BURST_REQUESTS = 48
+BURST_SPREAD_NS = 40_000_000  # ... within 40 ms
+TRICKLE_INTERVAL_MS = 60.0  # mean gap between ordinary arrivals (all GPUs together)
+BURST_TOKENS = (10, 30)
+BURST_STEP_SCALE = 0.33
+BURST_PER_REQUEST = 0.02
+LOAD_WINDOWS = 50  # the load metrics' windows (docs/metrics/load.md)
+BURST_FACTOR = 3.0
+BURST_MIN_EVENTS = 5
+STARVATION_MIN_NS = 5_000_000
+REQUEST_TEXT = "request {}"
+
+
+def request_burst(ctx: Context) -> Outcome:
+    """DP=4 behind a router: ordinary requests round-robin, then a burst of 48 requests in
+    40 ms all goes to the GPU that received the fewest in the last second; while it works
+    through them, the other GPUs wait on their empty queues."""
+    from nsysan.simulate.scenarios import _Request  # the long-tail scenario's request record
+
+    ranks = ctx.setup(A100_SXM, BURST_GPUS, "dp rank {}")
+    engine = ctx.engine
+    base = ctx.program(rescaled(decode_step(1), BURST_STEP_SCALE))
+    duration = round(BURST_DURATION_S * 1e9 * ctx.scale)
+    end = START_NS + duration
+    burst_at = START_NS + round(duration * BURST_AT_SHARE)
+    queues: dict[int, list[_Request]] = {r.index: [] for r in ranks}
+    arrivals: list[tuple[int, int]] = []  # (time, rank) of every request, for the router
+    t, rid, slot = START_NS, 0, 0
+    while t < end:
+        if burst_at <= t:
+            recent = [i for a, i in arrivals if a >= burst_at - 1_000_000_000]
+            target = min(range(BURST_GPUS), key=lambda i: (recent.count(i), i))
+            for _ in range(BURST_REQUESTS):
+                rid += 1
+                at_ns = burst_at + ctx.rng.randrange(BURST_SPREAD_NS)
+                queues[target].append(_Request(rid, at_ns, ctx.rng.randint(*BURST_TOKENS), 300))
+                arrivals.append((at_ns, target))
+            burst_at = end + 1  # once
+            for q in queues.values():
+                q.sort(key=lambda r: r.arrival)
+        rid += 1
+        tokens = ctx.rng.randint(*BURST_TOKENS)
+        queues[slot].append(_Request(rid, t, tokens, 300))
+        arrivals.append((t, slot))
+        slot = (slot + 1) % BURST_GPUS
+        t += round(ctx.rng.expovariate(1 / TRICKLE_INTERVAL_MS) * 1e6)
+    for q in queues.values():
+        q.sort(key=lambda r: r.arrival)
+    for r in ranks:
+        pending, active = queues[r.index], []
+        r.host = max(r.host, START_NS)
+        while pending or active:
+            if r.host >= end:
+                pending = []  # the capture ends: finish what was admitted, admit no more
+            while pending and pending[0].arrival <= r.host:
+                req = pending.pop(0)
+                req.left = req.tokens
+                active.append(req)
+            if not active:
+                engine.wait_queue(r, pending[0].arrival)
+                continue
+            start = r.host
+            factor = ctx.jitter(STEP_JITTER) * (1 + BURST_PER_REQUEST * len(active))
+            for op in base:
+                engine.launch(r, op.kernel, ctx.ns(op.us * factor))
+            engine.sync(r)
+            ctx.builder.nvtx_range(r.pid, r.tid, STEP_RANGE, start, r.host)
+            for req in active:
+                req.left -= 1
+            for req in [q for q in active if q.left == 0]:
+                active.remove(req)
+                ctx.builder.nvtx_start_end(
+                    r.pid, r.tid, REQUEST_TEXT.format(req.rid), req.arrival, r.host, req.rid
+                )
+    numbers, flagged, extra = _burst_truth(ctx)
+    return Outcome(numbers, flagged_gpus=flagged, gpu_extra=extra)
+
+
+def _burst_truth(
+    ctx: Context,
+) -> tuple[dict[str, float], tuple[int, ...], dict[int, dict[str, float]]]:
+    busy = truth.busy_by_gpu(ctx.builder.kernel_runs)
+    lo = min(iv[0][0] for iv in busy.values())
+    hi = max(iv[-1][1] for iv in busy.values())
+    gpu_of = {global_tid(r.pid, r.tid): r.gpu for r in ctx.ranks}
+    starts = [
+        (row[0], gpu_of[row[7]])
+        for row in ctx.builder.rows["NVTX_EVENTS"]
+        if str(row[6]).startswith("request ") and row[7] in gpu_of
+    ]
+    width = -(-(hi - lo) // LOAD_WINDOWS)
+    load = [[0] * BURST_GPUS for _ in range(LOAD_WINDOWS)]
+    for t, g in starts:
+        if lo <= t < hi:
+            load[(t - lo) // width][g] += 1
+    totals = [sum(w) for w in load]
+    median = truth.percentile(totals, 50)
+    threshold = max(BURST_FACTOR * median, BURST_MIN_EVENTS)
+    bursts = [i for i, v in enumerate(totals) if v >= threshold]
+    top = max(bursts, key=lambda i: totals[i])
+    top_gpu = max(range(BURST_GPUS), key=lambda g: (load[top][g], -g))
+    extra: dict[int, dict[str, float]] = {}
+    for r in ctx.ranks:
+        iv = busy[r.gpu]
+        others = truth.union(x for g, o in busy.items() if g != r.gpu for x in o)
+        waits = truth.union(
+            (s.start, s.end)
+            for s in ctx.builder.host_spans
+            if (s.pid, s.tid, s.kind, s.name) == (r.pid, r.tid, "osrt", QUEUE_WAIT_CALL)
+        )
+        starved = 0
+        for s, e in truth.gaps(iv, iv[0][0], iv[-1][1]):
+            if e - s < STARVATION_MIN_NS:
+                continue
+            if truth.overlap([(s, e)], others) >= 0.5 * (e - s) and truth.overlap(
+                [(s, e)], waits
+            ) >= 0.5 * (e - s):
+                starved += e - s
+        extra[r.gpu] = {
+            "starved_share": starved / (iv[-1][1] - iv[0][0]),
+            "requests": float(sum(1 for _, g in starts if g == r.gpu)),
+        }
+    numbers = {
+        "burst_windows": float(len(bursts)),
+        "burst_load": float(totals[top]),
+        "burst_top_gpu": float(top_gpu),
+        "burst_top_share": load[top][top_gpu] / totals[top],
+        "median_window_load": float(median),
+    }
+    return numbers, (top_gpu,), extra
