@@ -118,7 +118,7 @@ def gpu_starvation(f: Facts) -> Finding | None:
         recommendation={
             "en": "Let idle GPUs take work: a shared queue or work stealing across replicas, routing by outstanding tokens instead of "
             "round-robin, and splitting long requests (chunked prefill) so one GPU does not hold the backlog.",
-            "zh": "让空闲的卡能拿到工作：副本之间共享队列或工作窃取，按未完成的 token 数而不是轮询路由，并拆分长请求（分块预填充），"
+            "zh": "让空闲的卡能拿到工作：副本之间共享队列或工作窃取，按未完成的词元数而不是轮询路由，并拆分长请求（分块预填充），"
             "避免积压集中在一张卡上。",
         },
         evidence=tuple(
@@ -164,7 +164,7 @@ def long_tail_latency(f: Facts) -> Finding | None:
         recommendation={
             "en": "Keep long generations from blocking short ones: cap generation length per batch, schedule by remaining tokens, "
             "or preempt and resume long requests.",
-            "zh": "避免长生成阻塞短请求：限制每批的生成长度，按剩余 token 数调度，或对长请求抢占后再恢复。",
+            "zh": "避免长生成阻塞短请求：限制每批的生成长度，按剩余词元数调度，或对长请求抢占后再恢复。",
         },
         evidence=tuple(
             _ev(

@@ -26,18 +26,12 @@ TITLES: dict[str, dict[str, str]] = {
 }
 STARVED_ROWS = 10
 VERDICTS = {
-    "saturated": (
-        "saturated: the profiled processes fill the cores",
-        "饱和：被分析进程占满了 CPU 核",
-    ),
-    "blocked": (
-        "blocked: feeding threads wait (locks, queues, GIL)",
-        "阻塞：发射线程在等待（锁、队列、GIL）",
-    ),
-    "feeding_thread_busy": ("feeding thread busy on its core", "发射线程自身在 CPU 上忙碌"),
-    "off_cpu": ("feeding thread off CPU outside any call", "发射线程不在 CPU 上且不在任何调用中"),
-    "mixed": ("no single state dominates", "没有占主导的状态"),
-    "unknown": ("unknown (no gaps or no core count)", "未知（没有间隙或核数）"),
+    "saturated": ("saturated", "饱和"),
+    "blocked": ("blocked (waiting)", "阻塞（等待）"),
+    "feeding_thread_busy": ("feeding thread busy", "发射线程 忙碌"),
+    "off_cpu": ("feeding thread off CPU", "发射线程 不在 CPU 上"),
+    "mixed": ("mixed", "混合"),
+    "unknown": ("unknown", "未知"),
 }
 CORE_ROWS = 16
 CONFIG_ROWS = 12
@@ -65,27 +59,25 @@ def launch_section(analysis: Analysis, lang: Lang) -> Section:
         title=_l(lang, "Kernel sizes and launch-scale gaps", "内核大小与发射级间隙"),
         columns=(
             "GPU",
-            _l(lang, "kernels", "内核数"),
-            _l(lang, "launches per second", "每秒发射数"),
+            _l(lang, "kernels (per second)", "内核数 （每秒）"),
             _l(lang, "kernel p50 / p90 / p99", "内核时长 p50 / p90 / p99"),
-            _l(lang, "kernels under 10 µs", "短于 10 µs 的内核"),
-            _l(lang, "their share of kernel time", "其占内核时间"),
-            _l(lang, "gaps under 10 µs", "短于 10 µs 的间隙"),
-            _l(lang, "window in gaps under 10 µs", "短于 10 µs 的间隙占时间窗"),
-            _l(lang, "launch-bound", "发射受限"),
+            _l(
+                lang,
+                "kernels under 10 µs (share of kernel time)",
+                "短于 10 µs 的内核 （占内核时间）",
+            ),
+            _l(lang, "gaps under 10 µs (share of window)", "短于 10 µs 的间隙 （占时间窗）"),
+            _l(lang, "launch bound", "发射 受限"),
         ),
         rows=tuple(
             (
                 f"GPU {r['gpu']}",
-                fmt.count(r["kernels"]),
-                _rate(r["launch_rate"]),
+                f"{fmt.count(r['kernels'])} ({_rate(r['launch_rate'])})",
                 " / ".join(
                     fmt.duration(r[c]) for c in ("kernel_p50_ns", "kernel_p90_ns", "kernel_p99_ns")
                 ),
-                fmt.percent(r["small_kernel_share"]),
-                fmt.percent(r["small_kernel_time_share"]),
-                fmt.count(r["short_gap_count"]),
-                fmt.percent(r["short_gap_share"]),
+                f"{fmt.percent(r['small_kernel_share'])} ({fmt.percent(r['small_kernel_time_share'])})",
+                f"{fmt.count(r['short_gap_count'])} ({fmt.percent(r['short_gap_share'])})",
                 yes if r["launch_bound"] else no,
             )
             for r in per.iter_rows(named=True)
@@ -151,7 +143,7 @@ def _config_table(configs: pl.DataFrame, lang: Lang) -> Table:
             return _l(lang, "block smaller than a warp", "线程块小于一个 warp")
         if r["single_block"]:
             return _l(lang, "single block", "单个线程块")
-        return ""
+        return "—"
 
     def dims(r: dict[str, object], kind: str) -> str:
         return "×".join(str(r[f"{kind}_{a}"]) for a in "xyz")
@@ -162,8 +154,7 @@ def _config_table(configs: pl.DataFrame, lang: Lang) -> Table:
         columns=(
             "GPU",
             _l(lang, "kernel", "内核"),
-            _l(lang, "grid", "网格"),
-            _l(lang, "block", "线程块"),
+            _l(lang, "grid / block", "网格 / 线程块"),
             _l(lang, "launches", "发射次数"),
             _l(lang, "share of kernel time", "占内核时间"),
             _l(lang, "shape", "形状"),
@@ -172,8 +163,7 @@ def _config_table(configs: pl.DataFrame, lang: Lang) -> Table:
             (
                 f"GPU {r['gpu']}",
                 str(r["short_name"]),
-                dims(r, "grid"),
-                dims(r, "block"),
+                f"{dims(r, 'grid')} / {dims(r, 'block')}",
                 fmt.count(r["launches"]),
                 fmt.percent(r["time_share"]),
                 flag(r),
@@ -198,31 +188,34 @@ def cpu_section(analysis: Analysis, lang: Lang) -> Section:
             title=TITLES["cpu"][lang],
             unavailable=translate(analysis.unavailable.get("cpu", ""), lang),
         )
+    host_names = result.hosts["host"].to_list()
+    one = len(host_names) == 1
+    # One host: its name goes in the titles, not in a column of its own.
+    named = f" — {host_names[0]}" if one else ""
     hosts = Table(
         title=_l(
             lang,
             "Per host: cores running the profiled processes",
             "逐主机：运行被分析进程的 CPU 核",
-        ),
+        )
+        + named,
         columns=(
-            _l(lang, "host", "主机"),
-            _l(lang, "cores (seen)", "核数（出现过）"),
-            _l(lang, "busy cores, window mean", "忙碌核数，时间窗均值"),
-            _l(lang, "busy cores, gap-time mean", "忙碌核数，间隙时间均值"),
-            _l(lang, "gap time with ≥90% of cores busy", "≥90% 核忙碌的间隙时间"),
+            *(() if one else (_l(lang, "host", "主机"),)),
+            _l(lang, "cores (seen)", "核数 （出现过）"),
+            _l(lang, "busy cores: window / gap time", "忙碌核数： 时间窗 / 间隙时间"),
+            _l(lang, "gap time with ≥90% of cores busy", "≥90% 核忙碌的 间隙时间"),
             _l(
                 lang,
                 "feeding threads: on CPU / waiting / off CPU",
-                "发射线程：在 CPU 上 / 等待 / 不在 CPU 上",
+                "发射线程： 在 CPU 上 / 等待 / 不在 CPU 上",
             ),
             _l(lang, "verdict", "结论"),
         ),
         rows=tuple(
             (
-                str(r["host"]),
+                *(() if one else (str(r["host"]),)),
                 f"{r['cores'] if r['cores'] is not None else '—'} ({r['cores_seen']})",
-                _mean(r["busy_cores_mean"]),
-                _mean(r["busy_cores_gap_mean"]),
+                f"{_mean(r['busy_cores_mean'])} / {_mean(r['busy_cores_gap_mean'])}",
                 fmt.percent(r["saturated_gap_share"]),
                 " / ".join(
                     fmt.percent(r[c])
@@ -279,16 +272,17 @@ def cpu_section(analysis: Analysis, lang: Lang) -> Section:
             lang,
             "Busiest cores (time running the profiled processes)",
             "最忙的 CPU 核（运行被分析进程的时间）",
-        ),
+        )
+        + named,
         columns=(
-            _l(lang, "host", "主机"),
+            *(() if one else (_l(lang, "host", "主机"),)),
             "CPU",
             _l(lang, "share of window", "占时间窗"),
             _l(lang, "share of gap time", "占间隙时间"),
         ),
         rows=tuple(
             (
-                str(r["host"]),
+                *(() if one else (str(r["host"]),)),
                 str(r["cpu"]),
                 fmt.percent(r["busy_share"]),
                 fmt.percent(r["gap_busy_share"]),
@@ -320,8 +314,7 @@ def memory_section(analysis: Analysis, lang: Lang) -> Section:
             "GPU",
             _l(lang, "capacity", "容量"),
             _l(lang, "in use at window start", "时间窗起点占用"),
-            _l(lang, "peak (share of capacity)", "峰值（占容量）"),
-            _l(lang, "peak first at", "首次达到峰值"),
+            _l(lang, "peak (share of capacity), first at", "峰值（占容量），首次出现"),
             _l(lang, "mean share", "平均占比"),
             _l(lang, "window with ≥90% in use", "占用 ≥90% 的时间窗占比"),
             _l(
@@ -335,8 +328,7 @@ def memory_section(analysis: Analysis, lang: Lang) -> Section:
                 f"GPU {r['gpu']}",
                 fmt.nbytes(r["capacity_bytes"]),
                 fmt.nbytes(r["start_bytes"]),
-                f"{fmt.nbytes(r['peak_bytes'])} ({fmt.percent(r['peak_share'])})",
-                fmt.duration(r["peak_ns"], 4),
+                f"{fmt.nbytes(r['peak_bytes'])} ({fmt.percent(r['peak_share'])}), {fmt.duration(r['peak_ns'], 4)}",
                 fmt.percent(r["mean_share"]),
                 fmt.percent(r["near_full_share"]),
                 f"{fmt.count(r['near_full_gaps'])} ({fmt.percent(r['near_full_gap_share'])})",
