@@ -19,7 +19,8 @@ Definitions (docs/metrics/launch.md):
   (:data:`DURATION_BUCKET_LABELS`).
 * ``configs``: per GPU, the :data:`TOP_KERNELS` kernel names with the most kernel time
   (whole trace, not only the window: launch configurations are read aggregated per
-  kernel name in SQL, ``nsysan.ingest.resources``), one row per (name, grid, block):
+  kernel name in SQL for each process's top names, ``nsysan.ingest.resources``), one
+  row per (name, grid, block):
   ``blocks`` (grid x*y*z), ``threads_per_block`` (block x*y*z), ``launches``,
   ``total_ns``, ``time_share`` (of the GPU's kernel time), and the flags
   ``one_thread_blocks`` (1 thread per block: one lane of a 32-lane warp does work),
@@ -174,7 +175,12 @@ def measure_launch(
         .sort("gpu")
     )
     durations = _durations(inside, w)
-    configs = _configs(launch_configs)
+    kernel_ns = (
+        kernels.filter(pl.col("gpu").is_not_null())
+        .group_by(pl.col("gpu").cast(pl.Int32))
+        .agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("_gpu_ns"))
+    )
+    configs = _configs(launch_configs, kernel_ns)
     return LaunchResult(
         per_gpu=per_gpu,
         durations=durations,
@@ -205,12 +211,11 @@ def _durations(inside: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _configs(launch_configs: pl.DataFrame) -> pl.DataFrame:
+def _configs(launch_configs: pl.DataFrame, kernel_ns: pl.DataFrame) -> pl.DataFrame:
     cfg = launch_configs.filter(pl.col("gpu").is_not_null())
     dims = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
     keys = ["gpu", "short_name", *dims]
     merged = cfg.group_by(keys).agg(pl.col("launches").sum(), pl.col("total_ns").sum())
-    per_gpu_total = merged.group_by("gpu").agg(pl.col("total_ns").sum().alias("_gpu_ns"))
     by_name = merged.group_by("gpu", "short_name").agg(pl.col("total_ns").sum().alias("_name_ns"))
     top = (
         by_name.sort(["gpu", "_name_ns", "short_name"], descending=[False, True, False])
@@ -221,7 +226,7 @@ def _configs(launch_configs: pl.DataFrame) -> pl.DataFrame:
     blocks = pl.col("grid_x").cast(pl.Int64) * pl.col("grid_y") * pl.col("grid_z")
     return (
         merged.join(top, on=["gpu", "short_name"], how="inner")
-        .join(per_gpu_total, on="gpu")
+        .join(kernel_ns, on="gpu")
         .with_columns(
             blocks.alias("blocks"),
             threads.cast(pl.Int64).alias("threads_per_block"),

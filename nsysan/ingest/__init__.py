@@ -89,6 +89,7 @@ class _FileTables:
 # Table reads are independent and spend their time in SQLite and Arrow (C code that
 # releases the GIL), so two at a time use both cores of a small machine.
 READ_THREADS = 2
+_LAUNCH_DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
 
 
 def _read_file(db: ExportDB, source: int, host: str | None, launch_config: bool) -> _FileTables:
@@ -97,7 +98,8 @@ def _read_file(db: ExportDB, source: int, host: str | None, launch_config: bool)
     api_names = nsys.api_name_lookup(strings)
     readers: dict[str, Callable[[], pl.DataFrame]] = {
         # Largest first, so the two big tables run side by side.
-        "kernels": lambda: nsys.read_kernels(db, names, source, launch_config),
+        # Grid/block are read for the launch-configuration aggregate (then dropped).
+        "kernels": lambda: nsys.read_kernels(db, names, source, launch_config=True),
         "cuda_api": lambda: nsys.read_cuda_api(db, api_names, source),
         "osrt": lambda: nsys.read_osrt(db, names, source),
         "nvtx": lambda: nsys.read_nvtx(db, names, source),
@@ -108,12 +110,14 @@ def _read_file(db: ExportDB, source: int, host: str | None, launch_config: bool)
         "overhead": lambda: nsys.read_overhead(db, names, source),
         "threads": lambda: nsys.read_threads(db, names, source),
         "processes": lambda: nsys.read_processes(db, source),
-        "launch_configs": lambda: resources.read_launch_configs(db, names, source),
         "memory_usage": lambda: resources.read_memory_usage(db, source),
     }
     with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
         futures = {name: pool.submit(read) for name, read in readers.items()}
         tables = {name: future.result() for name, future in futures.items()}
+    tables["launch_configs"] = resources.launch_configs(tables["kernels"])
+    if not launch_config:
+        tables["kernels"] = tables["kernels"].drop(_LAUNCH_DIMS, strict=False)
     used = (
         pl.concat(
             [
