@@ -161,7 +161,7 @@ def test_report_section_and_json_fields(tmp_path) -> None:  # type: ignore[no-un
         section = next(s for s in view.sections if s.key == "launch")
         assert not section.unavailable
         overhead = section.tables[0]
-        assert overhead.rows[0][:2] == ("GPU 0", "1,010 (283,813.1)")
+        assert overhead.rows[0][:2] == ("GPU 0", "1,010 (284k)")
         shapes = section.tables[2]
         assert shapes.rows[0][1:3] == ("vectorAdd", "1×1×1 / 256×1×1")
     from nsysan.report.document import analysis_document

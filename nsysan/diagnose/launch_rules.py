@@ -15,7 +15,7 @@ from nsysan.diagnose.facts import Facts
 from nsysan.diagnose.findings import EvidenceItem, Finding
 from nsysan.diagnose.gpu_rules import gpu_list, span
 from nsysan.diagnose.resource_facts import ConfigFact, LaunchFacts
-from nsysan.report.fmt import count, duration, percent
+from nsysan.report.fmt import count, duration, percent, rate
 
 CONFIG_TIME_SHARE = 0.10  # flagged configurations holding this share of a GPU's kernel time
 CONFIG_WARNING_SHARE = 0.50  # ... a warning from this share on (info below)
@@ -32,11 +32,7 @@ def dims(d: tuple[int, int, int]) -> str:
 
 
 def _rate(per_s: float | None) -> str:
-    if per_s is None:
-        return "—"
-    if per_s >= 1_000:
-        return f"{per_s / 1_000:,.0f}k"
-    return f"{per_s:,.1f}"
+    return rate(per_s)
 
 
 def _why(c: ConfigFact, sms: int | None) -> tuple[str, str]:

@@ -42,7 +42,7 @@ def _l(lang: Lang, en: str, zh: str) -> str:
 
 
 def _rate(per_s: float | None) -> str:
-    return "—" if per_s is None else f"{per_s:,.1f}"
+    return "—" if per_s is None else fmt.rate(per_s)
 
 
 def launch_section(analysis: Analysis, lang: Lang) -> Section:
@@ -118,7 +118,11 @@ def launch_section(analysis: Analysis, lang: Lang) -> Section:
     tables = [overhead, histogram]
     paragraphs: list[str] = []
     if result.configs_available and result.configs.height:
-        tables.append(_config_table(result.configs, lang))
+        sms = {
+            int(g): int(n)
+            for g, n in analysis.trace.gpus.select("gpu", "sm_count").drop_nulls().iter_rows()
+        }
+        tables.append(_config_table(result.configs, lang, sms))
     else:
         paragraphs.append(
             _l(
@@ -135,13 +139,16 @@ def launch_section(analysis: Analysis, lang: Lang) -> Section:
     )
 
 
-def _config_table(configs: pl.DataFrame, lang: Lang) -> Table:
+def _config_table(configs: pl.DataFrame, lang: Lang, sms: dict[int, int]) -> Table:
     def flag(r: dict[str, object]) -> str:
         if r["one_thread_blocks"]:
             return _l(lang, "one thread per block", "每块一个线程")
         if r["sub_warp_blocks"]:
             return _l(lang, "block smaller than a warp", "线程块小于一个 warp")
         if r["single_block"]:
+            n = sms.get(int(r["gpu"]))  # type: ignore[call-overload]
+            if n:
+                return _l(lang, f"single block: 1 of {n} SMs", f"单个线程块：{n} 个 SM 中的 1 个")
             return _l(lang, "single block", "单个线程块")
         return "—"
 
