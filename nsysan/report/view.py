@@ -20,13 +20,8 @@ from nsysan.report import fmt, view_gpu
 from nsysan.report.catalog import cause_label, short_cause, translate
 from nsysan.report.glossary import definition_anchor, definition_title
 from nsysan.report.view_appendix import appendix, ncu_join_warning
-from nsysan.report.view_resources import (
-    cpu_section,
-    launch_section,
-    load_section,
-    memory_section,
-    steps_section,
-)
+from nsysan.report.view_load import load_section, steps_section
+from nsysan.report.view_resources import cpu_section, launch_section, memory_section
 from nsysan.report.view_timeline import timeline_section
 from nsysan.report.viewmodel import (
     Evidence,
