@@ -138,6 +138,35 @@ SCHED: Schema = {
     "is_sched_in": pl.Boolean,
 }
 
+# Kernel launches aggregated per (process, device, kernel name, grid, block), in SQL
+# (nsysan.ingest.resources): ``launches`` and their ``total_ns`` of kernel time.
+LAUNCH_CONFIGS: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "gpu": pl.Int32,
+    "device_id": pl.Int32,
+    "short_name": pl.String,
+    "grid_x": pl.Int32,
+    "grid_y": pl.Int32,
+    "grid_z": pl.Int32,
+    "block_x": pl.Int32,
+    "block_y": pl.Int32,
+    "block_z": pl.Int32,
+    "launches": pl.Int64,
+    "total_ns": pl.Int64,
+}
+
+# Device-memory allocations and frees (CUDA_GPU_MEMORY_USAGE_EVENTS, captured with
+# --cuda-memory-usage=true): ``bytes_delta`` is + for an allocation, − for a free.
+MEMORY_USAGE: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "gpu": pl.Int32,
+    "device_id": pl.Int32,
+    "time_ns": pl.Int64,
+    "bytes_delta": pl.Int64,
+}
+
 # The profiler's own overhead ranges (PROFILER_OVERHEAD), e.g. "CUDA profiling data
 # flush"; NVIDIA's gpu_gaps rule counts them as busy time of the process's GPUs.
 OVERHEAD: Schema = {
@@ -207,6 +236,7 @@ SOURCES: Schema = {
     "offset_ns": pl.Int64,  # added to this file's times to put them on the trace timeline
     "capture_start_ns": pl.Int64,  # ANALYSIS_DETAILS start/stop, file time base
     "capture_end_ns": pl.Int64,
+    "cpu_cores": pl.Int32,  # TARGET_INFO_SYSTEM_ENV CpuCores: the host's logical CPUs
 }
 
 TABLE_SCHEMAS: dict[str, Schema] = {
@@ -222,6 +252,8 @@ TABLE_SCHEMAS: dict[str, Schema] = {
     "threads": THREADS,
     "processes": PROCESSES,
     "gpu_metrics": GPU_METRICS,
+    "launch_configs": LAUNCH_CONFIGS,
+    "memory_usage": MEMORY_USAGE,
     "gpus": GPUS,
     "sources": SOURCES,
 }
@@ -238,6 +270,7 @@ EVENT_TABLES = (
     "sched",
     "overhead",
     "gpu_metrics",
+    "memory_usage",
 )
 
 
@@ -299,6 +332,8 @@ class Trace:
     capabilities: Capabilities
     notes: tuple[str, ...] = field(default=())
     graphs: pl.DataFrame = field(default_factory=lambda: empty_frame(GRAPHS))
+    launch_configs: pl.DataFrame = field(default_factory=lambda: empty_frame(LAUNCH_CONFIGS))
+    memory_usage: pl.DataFrame = field(default_factory=lambda: empty_frame(MEMORY_USAGE))
 
     def table(self, name: str) -> pl.DataFrame:
         return getattr(self, name)  # type: ignore[no-any-return]

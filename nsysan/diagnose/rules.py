@@ -11,9 +11,13 @@ import re
 from collections.abc import Callable
 from statistics import mean
 
+from nsysan.diagnose.cpu_rules import CPU_RULE_IDS, CPU_RULES
 from nsysan.diagnose.facts import Facts  # noqa: F401  (re-exported for tests)
 from nsysan.diagnose.findings import EvidenceItem, Finding
 from nsysan.diagnose.gpu_rules import GPU_RULE_IDS, GPU_RULES, host_bound_gaps  # noqa: F401
+from nsysan.diagnose.launch_rules import LAUNCH_RULE_IDS, LAUNCH_RULES
+from nsysan.diagnose.load_rules import LOAD_RULE_IDS, LOAD_RULES
+from nsysan.diagnose.memory_rules import MEMORY_RULE_IDS, MEMORY_RULES
 from nsysan.diagnose.transfer_rules import transfer_heavy
 from nsysan.report.fmt import duration, percent, ratio
 
@@ -583,6 +587,10 @@ RULES: tuple[Rule, ...] = (
     memory_bound,
     clock_throttling,
     transfer_heavy,
+    *LAUNCH_RULES,
+    *CPU_RULES,
+    *MEMORY_RULES,
+    *LOAD_RULES,
 )
 
 RULE_IDS = (
@@ -599,4 +607,8 @@ RULE_IDS = (
     "clock-throttling",
     "transfer-heavy",
     *GPU_RULE_IDS,
+    *LAUNCH_RULE_IDS,
+    *CPU_RULE_IDS,
+    *MEMORY_RULE_IDS,
+    *LOAD_RULE_IDS,
 )

@@ -19,7 +19,7 @@ import polars as pl
 
 from nsysan import model
 from nsysan.errors import InputNotFoundError
-from nsysan.ingest import graphs, identity, nsys, nsysrep, validate
+from nsysan.ingest import graphs, identity, nsys, nsysrep, resources, validate
 from nsysan.ingest.census import TableCensus
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import is_one_of, values_matching
@@ -53,11 +53,12 @@ class _SourceInfo:
     utc_start_ns: int | None
     capture_start_ns: int | None
     capture_end_ns: int | None
+    cpu_cores: int | None = None
 
 
 def _source_info(db: ExportDB) -> _SourceInfo:
     meta = nsys.read_metadata(db)
-    env = nsys.read_system_env(db, ["Hostname", "TargetInstallDir"])
+    env = nsys.read_system_env(db, ["Hostname", "TargetInstallDir", "CpuCores"])
     hint_match = _INSTALL_DIR_VERSION.search(env.get("TargetInstallDir", "") + "/")
     start, stop = nsys.read_capture_window(db)
     return _SourceInfo(
@@ -69,7 +70,14 @@ def _source_info(db: ExportDB) -> _SourceInfo:
         utc_start_ns=nsys.read_session_start(db),
         capture_start_ns=start,
         capture_end_ns=stop,
+        cpu_cores=_cpu_cores(env.get("CpuCores")),
     )
+
+
+def _cpu_cores(text: str | None) -> int | None:
+    """TARGET_INFO_SYSTEM_ENV's CpuCores (text), when it is a plausible count."""
+    value = int(text) if text and text.strip().isdigit() else None
+    return validate.integer_value(value, 1, 1 << 20)
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,7 @@ class _FileTables:
 # Table reads are independent and spend their time in SQLite and Arrow (C code that
 # releases the GIL), so two at a time use both cores of a small machine.
 READ_THREADS = 2
+_LAUNCH_DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
 
 
 def _read_file(
@@ -94,7 +103,8 @@ def _read_file(
     api_names = nsys.api_name_lookup(strings)
     readers: dict[str, Callable[[], pl.DataFrame | TableCensus]] = {
         # Largest first, so the two big tables run side by side.
-        "kernels": lambda: nsys.read_kernels(db, names, source, launch_config),
+        # Grid/block are read for the launch-configuration aggregate (then dropped).
+        "kernels": lambda: nsys.read_kernels(db, names, source, launch_config=True),
         "cuda_api": lambda: nsys.read_cuda_api(db, api_names, source),
         "osrt": lambda: nsys.read_osrt(db, names, source),
         "nvtx": lambda: nsys.read_nvtx(db, names, source),
@@ -106,6 +116,7 @@ def _read_file(
         "overhead": lambda: nsys.read_overhead(db, names, source),
         "threads": lambda: nsys.read_threads(db, names, source),
         "processes": lambda: nsys.read_processes(db, source),
+        "memory_usage": lambda: resources.read_memory_usage(db, source),
     }
     if census:
         readers.update(nsys.census_readers(db, api_names, source))
@@ -115,6 +126,9 @@ def _read_file(
     counted = {n: r for n, r in results.items() if isinstance(r, TableCensus)}
     tables = {n: r for n, r in results.items() if isinstance(r, pl.DataFrame)}
     tables.update({n: model.empty_frame(model.TABLE_SCHEMAS[n]) for n in counted})
+    tables["launch_configs"] = resources.launch_configs(tables["kernels"])
+    if not launch_config:
+        tables["kernels"] = tables["kernels"].drop(_LAUNCH_DIMS, strict=False)
     used = (
         pl.concat(
             [
@@ -250,7 +264,7 @@ def _assemble(
             continue
         parts = [f.tables[name] for f in files]
         df = pl.concat(parts, how="vertical_relaxed") if parts else model.empty_frame(schema)
-        if name in ("kernels", "graphs", "memcpy", "memset"):
+        if name in ("kernels", "graphs", "memcpy", "memset", "launch_configs", "memory_usage"):
             df = df.drop("gpu").join(
                 device_gpu, on=["source", "pid", "device_id"], how="left", maintain_order="left"
             )
@@ -276,6 +290,7 @@ def _assemble(
             "offset_ns": offsets,
             "capture_start_ns": [i.capture_start_ns for i in infos],
             "capture_end_ns": [i.capture_end_ns for i in infos],
+            "cpu_cores": [i.cpu_cores for i in infos],
         },
         schema=model.SOURCES,
     )
@@ -367,7 +382,7 @@ def _host_of(f: _FileTables) -> str | None:
 def _shift(df: pl.DataFrame, offsets: pl.DataFrame, n_files: int) -> pl.DataFrame:
     if n_files <= 1 or df.is_empty():
         return df
-    time_cols = [c for c in df.columns if c.endswith("_ns")]
+    time_cols = [c for c in df.columns if c in validate.TIME_COLUMNS]
     df = df.join(offsets, on="source", how="left", maintain_order="left")
     return df.with_columns([(pl.col(c) + pl.col("offset_ns")).alias(c) for c in time_cols]).drop(
         "offset_ns"

@@ -30,6 +30,9 @@ EVENT_TABLES: dict[str, tuple[str, ...]] = {
     "imbalance": ("drift", "bubbles", "iterations"),
     "bound": ("kernels",),
     "transfers": ("intervals",),
+    "memory": ("series",),
+    "steps": ("steps", "requests"),
+    "load": ("windows",),
 }
 
 

@@ -152,6 +152,11 @@ SHORT_TITLES = {
     "bound": ("bound class", "受限类型"),
     "contention": ("contention", "资源争用"),
     "transfers": ("transfers", "传输"),
+    "launch": ("launch overhead", "发射开销"),
+    "cpu": ("host CPUs", "主机 CPU"),
+    "memory": ("device memory", "显存"),
+    "steps": ("steps", "步"),
+    "load": ("load", "负载"),
 }
 
 

@@ -22,6 +22,8 @@ from nsysan.report.glossary import definition_anchor, definition_title
 from nsysan.report.view_appendix import appendix, ncu_join_warning
 from nsysan.report.view_contexts import context_table
 from nsysan.report.view_graphs import graph_table
+from nsysan.report.view_load import load_section, steps_section
+from nsysan.report.view_resources import cpu_section, launch_section, memory_section
 from nsysan.report.view_timeline import timeline_section
 from nsysan.report.view_transfers import transfer_operation_table, transfer_summary_table
 from nsysan.report.viewmodel import (
@@ -176,6 +178,11 @@ def _sections(analysis: Analysis, labels: dict[int, str], lang: Lang) -> tuple[S
         _communication_section(analysis, labels, lang, facts),
         _bound_section(analysis, labels, lang),
         _contention_section(analysis, labels, lang),
+        launch_section(analysis, lang),
+        cpu_section(analysis, lang),
+        memory_section(analysis, lang),
+        steps_section(analysis, lang),
+        load_section(analysis, lang),
     )
 
 

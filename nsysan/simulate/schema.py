@@ -29,6 +29,8 @@ MEMCPY_DTOH = 2
 MEM_PAGEABLE = 0
 MEM_PINNED = 1
 MEM_DEVICE = 2
+MEMORY_ALLOC = 0  # CUDA_GPU_MEMORY_USAGE_EVENTS.memoryOperationType
+MEMORY_FREE = 1
 LAUNCH_REGULAR = 1
 CACHE_PREFER_NONE = 0
 SHMEM_LIMIT_DEFAULT = 0
@@ -384,6 +386,28 @@ CREATE TABLE ENUM_CUDA_SHARED_MEM_LIMIT_CONFIG (
     id                      INTEGER NOT NULL PRIMARY KEY,
     name                    TEXT,
     label                   TEXT
+)""",
+    # Columns as in the 2022.2 export T002 (no 2024.2 export in the shared traces has it).
+    "CUDA_GPU_MEMORY_USAGE_EVENTS": """\
+CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (
+    start                   INTEGER NOT NULL,
+    globalPid               INTEGER NOT NULL,
+    deviceId                INTEGER NOT NULL,
+    contextId               INTEGER NOT NULL,
+    address                 INTEGER NOT NULL,
+    pc                      INTEGER NOT NULL,
+    bytes                   INTEGER NOT NULL,
+    memKind                 INTEGER NOT NULL,
+    memoryOperationType     INTEGER NOT NULL,
+    name                    TEXT,
+    correlationId           INTEGER
+)""",
+    "SCHED_EVENTS": """\
+CREATE TABLE SCHED_EVENTS (
+    start                   INTEGER NOT NULL,
+    cpu                     INTEGER NOT NULL,
+    isSchedIn               INTEGER NOT NULL,
+    globalTid               INTEGER
 )""",
 }
 

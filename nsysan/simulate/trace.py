@@ -74,6 +74,8 @@ class TraceBuilder:
         self.copy_runs: list[CopyRun] = []
         self.last_metric_ns = 0
         self.host_spans: list[HostSpan] = []
+        # TARGET_INFO_SYSTEM_ENV CpuCores, when a scenario models a smaller host.
+        self.cpu_cores: int | None = None
 
     def string_id(self, value: str) -> int:
         """The StringIds id of ``value``, adding it on first use."""
@@ -175,6 +177,19 @@ class TraceBuilder:
              callchain)
         )  # fmt: skip
         self.host_spans.append(HostSpan(pid, tid, start, end, "osrt", name))
+
+    def device_memory(self, pid: int, gpu: int, t: int, address: int, nbytes: int, op: int) -> None:
+        """A cudaMalloc (``op`` 0) or cudaFree (1) of device memory (memKind Device)."""
+        self.rows["CUDA_GPU_MEMORY_USAGE_EVENTS"].append(
+            (t, global_pid(pid), gpu, CONTEXT_ID, address, 0x7F00_0000, nbytes, schema.MEM_DEVICE,
+             op, None, None)
+        )  # fmt: skip
+
+    def on_cpu(self, pid: int, tid: int, cpu: int, start: int, end: int) -> None:
+        """A thread on ``cpu`` from ``start`` to ``end``: a switch-in and a switch-out row."""
+        gtid = global_tid(pid, tid)
+        self.rows["SCHED_EVENTS"].append((start, cpu, 1, gtid))
+        self.rows["SCHED_EVENTS"].append((end, cpu, 0, gtid))
 
     def callchain(self, chain_id: int, frames: tuple[tuple[str, str], ...]) -> None:
         """One OSRT backtrace: (symbol, module) pairs, innermost first."""
