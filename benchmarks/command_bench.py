@@ -12,7 +12,7 @@ Rounds are interleaved (floor, nsys stats, info, analyze --json, report, then ag
 a slow spell of a shared machine hits every command alike; compare ratios from one run.
 Each command runs in its own process; its peak RSS comes from ``os.wait4``. The floor
 is the ``sqlite3`` CLI's GROUP BY deviceId over the kernel table (Python's sqlite3 when
-the CLI is absent). ``nsys stats -r cuda_gpu_kern_sum`` runs on a scratch copy (it
+the CLI is absent). ``nsys stats -r cuda_gpu_kern_sum`` (``gpukernsum`` before 2023) runs on a scratch copy (it
 writes into the file) when ``nsys`` is on PATH. Traces are built once in ``--scratch``.
 """
 
@@ -79,6 +79,17 @@ def run(argv: list[str], rss_cap_gb: float | None = None) -> tuple[float, float,
     return wall, usage.ru_maxrss / 1e6, os.waitstatus_to_exitcode(status)
 
 
+def _kernel_summary_report(nsys: str) -> str | None:
+    """The kernel summary's name in this nsys: ``cuda_gpu_kern_sum`` (2023+) or ``gpukernsum``."""
+    listing = subprocess.run(
+        [nsys, "stats", "--help-reports"], capture_output=True, text=True, check=False
+    ).stdout
+    for name in ("cuda_gpu_kern_sum", "gpukernsum"):
+        if f"{name}[" in listing or f"{name} " in listing:
+            return name
+    return None
+
+
 def commands(trace: Path, out: Path) -> dict[str, list[str] | None]:
     nsysan = [sys.executable, "-m", "nsysan"]
     sqlite = shutil.which("sqlite3")
@@ -92,22 +103,23 @@ def commands(trace: Path, out: Path) -> dict[str, list[str] | None]:
         ]
     )
     nsys = shutil.which("nsys")
+    kern_sum = _kernel_summary_report(nsys) if nsys else None
     return {
         "floor (sqlite3 GROUP BY)": floor,
-        "nsys stats cuda_gpu_kern_sum": (
+        "nsys stats kernel summary": (
             [
                 nsys,
                 "stats",
                 "-q",
                 "-r",
-                "cuda_gpu_kern_sum",
+                kern_sum,
                 "-f",
                 "csv",
                 "-o",
                 str(out / "k"),
                 str(out / "copy.sqlite"),
             ]
-            if nsys
+            if nsys and kern_sum
             else None
         ),
         "nsysan info": [*nsysan, "info", str(trace)],
@@ -155,7 +167,7 @@ def main() -> None:
             f"{name:32} {median:11.2f}s {min(walls):7.2f}..{max(walls):6.2f}s "
             f"{median / floor:7.2f}x {rss:7.2f}GB {codes}"
         )
-    if "nsys stats cuda_gpu_kern_sum" not in results:
+    if "nsys stats kernel summary" not in results:
         print("nsys not on PATH: nsys stats not measured")
 
 
