@@ -543,6 +543,17 @@ def union_length(start: pl.Expr, end: pl.Expr) -> pl.Expr:
     return (end - pl.max_horizontal(start, reach)).clip(lower_bound=0).sum()
 
 
+def merge_arrays(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted, disjoint union of intervals given as two numpy arrays."""
+    if starts.size == 0:
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], np.maximum.accumulate(ends[order])
+    opens = np.concatenate(([True], s[1:] > e[:-1]))
+    closes = np.concatenate((opens[1:], [True]))
+    return s[opens], e[closes]
+
+
 def rows_by_unit(units: np.ndarray, wanted: Sequence[int]) -> dict[int, slice | np.ndarray]:
     """Where the rows of each unit of ``wanted`` are in ``units`` (e.g. a gpu column).
 

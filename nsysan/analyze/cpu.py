@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from nsysan.intervals import union_intervals
+from nsysan.intervals import merge_arrays, union_intervals
 
 __all__ = [
     "BLOCKED_WAIT_SHARE",
@@ -100,17 +100,6 @@ def on_cpu_intervals(sched: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted, disjoint union of intervals."""
-    if starts.size == 0:
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], np.maximum.accumulate(ends[order])
-    opens = np.concatenate(([True], s[1:] > e[:-1]))
-    closes = np.concatenate((opens[1:], [True]))
-    return s[opens], e[closes]
-
-
 def _covered(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray) -> int:
     """Length of (disjoint, sorted) ``a`` ∩ (disjoint, sorted) ``b``."""
     if a_s.size == 0 or b_s.size == 0:
@@ -147,7 +136,7 @@ def _level_at_least(
     full = level[:-1] >= k
     s, e = t[:-1][full], t[1:][full]
     keep = e > s
-    return _merge(s[keep], e[keep])
+    return merge_arrays(s[keep], e[keep])
 
 
 def measure_cpu(
@@ -190,7 +179,7 @@ def measure_cpu(
             continue
         lo, hi = int(mine_w["window_start_ns"].min()), int(mine_w["window_end_ns"].max())  # type: ignore[arg-type]
         g = gaps.filter(pl.col("gpu").cast(pl.Int32).is_in(mine_w["gpu"].to_list()))
-        gap_s, gap_e = _merge(
+        gap_s, gap_e = merge_arrays(
             g["start_ns"].to_numpy().astype(np.int64), g["end_ns"].to_numpy().astype(np.int64)
         )
         gap_s, gap_e = _clip(gap_s, gap_e, lo, hi)
@@ -317,13 +306,13 @@ def _threads(on_cpu: pl.DataFrame, host_gaps: pl.DataFrame | None, w: pl.DataFra
     cpu_by_thread = {k: v for k, v in on_cpu.partition_by(_THREAD, as_dict=True).items()}
     for key, part in fed.partition_by(keys, as_dict=True).items():
         gpu, source, pid, tid = key
-        gs, ge = _merge(
+        gs, ge = merge_arrays(
             part["start_ns"].to_numpy().astype(np.int64), part["end_ns"].to_numpy().astype(np.int64)
         )
         mine = cpu_by_thread.get((source, pid, tid))
         running = 0
         if mine is not None:
-            s, e = _merge(
+            s, e = merge_arrays(
                 mine["start_ns"].to_numpy().astype(np.int64),
                 mine["end_ns"].to_numpy().astype(np.int64),
             )

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from nsysan.intervals import merge_arrays
+
 __all__ = [
     "BURST_FACTOR",
     "BURST_MIN_EVENTS",
@@ -58,16 +60,6 @@ class LoadResult:
     bursts: pl.DataFrame
     starved: pl.DataFrame
     per_gpu: pl.DataFrame
-
-
-def _merge(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    if s.size == 0:
-        return s, e
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], np.maximum.accumulate(e[order])
-    opens = np.concatenate(([True], s[1:] > e[:-1]))
-    closes = np.concatenate((opens[1:], [True]))
-    return s[opens], e[closes]
 
 
 def _covered(a_s: np.ndarray, a_e: np.ndarray, b_s: np.ndarray, b_e: np.ndarray) -> np.ndarray:
@@ -216,7 +208,7 @@ def _starved(busy: pl.DataFrame, host_gaps: pl.DataFrame | None) -> pl.DataFrame
         if mine.is_empty():
             continue
         others = busy.filter(pl.col("gpu") != g)
-        os_, oe = _merge(
+        os_, oe = merge_arrays(
             others["start_ns"].to_numpy().astype(np.int64),
             others["end_ns"].to_numpy().astype(np.int64),
         )
