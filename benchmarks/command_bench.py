@@ -111,6 +111,8 @@ def commands(trace: Path, out: Path) -> dict[str, list[str] | None]:
                 nsys,
                 "stats",
                 "-q",
+                "--force-overwrite",
+                "true",
                 "-r",
                 kern_sum,
                 "-f",
