@@ -64,6 +64,7 @@ def analysis_document(analysis: Analysis, detail: str = "summary") -> dict[str, 
     trace = analysis.trace
     return {
         "schema_version": SCHEMA_VERSION,
+        "kind": "analysis",
         "tool": {"name": "nsysan", "version": __version__},
         "inputs": to_jsonable(trace.sources),
         "ncu_csv": str(analysis.ncu_path) if analysis.ncu_path else None,
