@@ -36,10 +36,15 @@ NOT_EXPORTED = (
 
 @dataclass(frozen=True, order=True)
 class Source:
-    """One export: ``path`` itself, or ``member`` of the archive at ``path``."""
+    """One export: ``path`` itself, or ``member`` of the archive at ``path``.
+
+    ``rel``: how the user knows it, relative to what they gave (the given folder's
+    name and the path below it; the archive's name and the member); names outputs.
+    """
 
     path: str
     member: str | None = None
+    rel: str = ""
 
     @property
     def label(self) -> str:
@@ -127,24 +132,47 @@ def discover(inputs: Sequence[Path]) -> tuple[list[Source], list[Skipped]]:
                 for f in sorted(files):
                     p = Path(root) / f
                     kind = _suffix(f)
+                    rel = str(Path(given.name) / p.relative_to(given))
                     if kind in EXPORT_SUFFIXES:
-                        sources.append(Source(str(p)))
+                        sources.append(Source(str(p), None, rel))
                     elif kind in REPORT_SUFFIXES:
                         skipped.append(Skipped(str(p), NOT_EXPORTED))
                     elif kind in ARCHIVE_SUFFIXES:
                         found, skip = _archive_members(p)
-                        sources += [Source(str(p), m) for m in found]
+                        sources += [Source(str(p), m, f"{rel}/{m}") for m in found]
                         skipped += skip
         elif is_archive(given):
             found, skip = _archive_members(given)
-            sources += [Source(str(given), m) for m in found]
+            sources += [Source(str(given), m, f"{given.name}/{m}") for m in found]
             skipped += skip
         elif _suffix(given.name) in REPORT_SUFFIXES:
             skipped.append(Skipped(str(given), NOT_EXPORTED))
         else:
-            sources.append(Source(str(given)))
-    unique = sorted(set(sources))
-    return unique, skipped
+            sources.append(Source(str(given), None, given.name))
+    # The same file reached through two inputs is analysed once.
+    unique = {(s.path, s.member): s for s in sorted(sources, key=lambda s: s.rel)}
+    return sorted(unique.values()), skipped
+
+
+def ncu_sibling(source: Source) -> Source | None:
+    """``<stem>.ncu.csv`` next to the export (same folder or archive folder), if any."""
+    if source.member is None:
+        p = Path(source.path)
+        csv = p.with_name(p.name.rsplit(".", 1)[0] + ".ncu.csv")
+        return Source(str(csv), None, csv.name) if csv.is_file() else None
+    member = source.member.rsplit(".", 1)[0] + ".ncu.csv"
+    try:
+        if source.path.lower().endswith(".zip"):
+            with zipfile.ZipFile(source.path) as zf:
+                names = set(zf.namelist())
+        else:
+            with tarfile.open(source.path) as tf:
+                names = {m.name for m in tf.getmembers() if m.isfile()}
+    except (OSError, zipfile.BadZipFile, tarfile.TarError, EOFError):
+        return None
+    if member in names and safe_member_name(member):
+        return Source(source.path, member, member)
+    return None
 
 
 def _open_member(archive: Path, member: str):  # type: ignore[no-untyped-def]
