@@ -109,8 +109,11 @@ class DurationType(click.ParamType):
 DURATION = DurationType()
 
 
-def analysis_options(func: Any) -> Any:
-    """The options every analysing command shares; they build a Settings."""
+def analysis_options(func: Any, ncu: bool = True) -> Any:
+    """The options every analysing command shares; they build a Settings.
+
+    ``ncu=False`` leaves out ``--ncu`` (batch and diff find or take no single CSV).
+    """
     options = [
         click.option(
             "--busy-mode",
@@ -156,9 +159,14 @@ def analysis_options(func: Any) -> Any:
             help="Nsight Compute CSV (--page raw or details) of the same program.",
         ),
     ]
-    for option in reversed(options):
+    for option in reversed(options if ncu else options[:-1]):
         func = option(func)
     return func
+
+
+def trace_analysis_options(func: Any) -> Any:
+    """:func:`analysis_options` without ``--ncu``."""
+    return analysis_options(func, ncu=False)
 
 
 def build_settings(
@@ -195,7 +203,7 @@ def refuse_overwrite_inputs(
 
 def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) -> Any:
     from nsysan.analysis import analyze
-    from nsysan.batch.inputs import expand_run
+    from nsysan.batch.inputs import expand_run, with_source_labels
     from nsysan.ingest import load_trace
     from nsysan.ingest.ncu import read_ncu_csv
     from nsysan.progress import phase
@@ -203,9 +211,9 @@ def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) 
     ncu = read_ncu_csv(ncu_csv) if ncu_csv else None
     names = ", ".join(p.name for p in traces[:3]) + (" ..." if len(traces) > 3 else "")
     # A folder or archive given here holds the rank files of one run.
-    with phase(f"reading {names}"), expand_run(traces) as files:
+    with phase(f"reading {names}"), expand_run(traces) as (files, labels):
         # Grid and block sizes only serve the Nsight Compute join.
-        trace = load_trace(files, launch_config=ncu is not None)
+        trace = with_source_labels(load_trace(files, launch_config=ncu is not None), labels)
     with phase(f"analysing {trace.kernels.height:,} kernels on {trace.gpu_count} GPU(s)"):
         analysis = analyze(trace, settings, ncu=ncu, ncu_path=ncu_csv)
     # A CSV of another program joins little of the trace: say so (the report does too).
@@ -425,6 +433,7 @@ def _diff_command(name: str, help_text: str, hidden: bool = False) -> Any:
     @click.option(
         "--top", type=click.IntRange(min=1), default=10, show_default=True, help="Kernels per list."
     )
+    @trace_analysis_options
     def command(
         runs: tuple[str, ...],
         as_json: bool,
@@ -433,6 +442,7 @@ def _diff_command(name: str, help_text: str, hidden: bool = False) -> Any:
         gates: tuple[str, ...],
         strict: bool,
         top: int,
+        **options: Any,
     ) -> None:
         from nsysan.diff import diff_documents, load_run
         from nsysan.diff.text import render_text
@@ -440,7 +450,8 @@ def _diff_command(name: str, help_text: str, hidden: bool = False) -> Any:
 
         before_paths, after_paths = _split_runs(runs)
         refuse_overwrite_inputs([output], (*before_paths, *after_paths), None)
-        settings = build_settings("kernels", "per-gpu", None, None, None, 0, 20, lang=lang)
+        # Settings apply to sides given as traces; an analysis JSON keeps its own.
+        settings = build_settings(**options, lang=lang)
         before, after = load_run(before_paths, settings), load_run(after_paths, settings)
         result = diff_documents(
             before,
@@ -516,6 +527,7 @@ compare = _diff_command("compare", "Alias of `nsysan diff`.\n\n" + _DIFF_HELP)
 @click.option("--no-group", is_flag=True, help="Analyse every file alone (no multi-rank grouping).")
 @click.option("--force", is_flag=True, help="Redo traces whose results are up to date.")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@trace_analysis_options
 def batch(
     inputs: tuple[Path, ...],
     out_dir: Path,
@@ -525,19 +537,21 @@ def batch(
     no_group: bool,
     force: bool,
     lang: str,
+    **options: Any,
 ) -> None:
     """Analyse every trace under INPUTS (folders, .zip/.tar/.tar.gz archives, files) into OUTDIR.
 
     Per trace an HTML report and JSON; OUTDIR/index.html (sortable, filterable table),
     results.csv, results.parquet and results.json. Rank files of one run are analysed
     together. A re-run skips traces whose content and settings are unchanged. Exit 3
-    when some traces failed (docs/batch.md).
+    when some traces failed (docs/batch.md). The analysis options apply to every trace;
+    an Nsight Compute CSV named <stem>.ncu.csv next to an export is read with it.
     """
     from nsysan.batch.run import run_batch
 
     if dask_address and dask_scheduler_file:
         raise click.UsageError("give --dask or --dask-scheduler-file, not both")
-    settings = build_settings("kernels", "per-gpu", None, None, None, 0, 20, lang=lang)
+    settings = build_settings(**options, lang=lang)
     summary = run_batch(
         list(inputs),
         out_dir,

@@ -115,6 +115,11 @@ def test_outputs_follow_the_contract_and_agree(mixed: tuple[Path, Path, int]) ->
             contract.validate(doc)
             assert doc["headline"]["rule_id"] == r["rule_id"]
             assert (out / r["report"]).read_text().startswith("<!DOCTYPE html>")
+    # An archive member is named as the user knows it, not by its temporary copy.
+    member = json.loads((out / rows["runs.zip__nested__case-study"]["json"]).read_text())
+    assert [i["path"] for i in member["inputs"]] == ["runs.zip/nested/case-study.sqlite"]
+    mb = json.loads((out / rows["runs__memory-bound"]["json"]).read_text())
+    assert mb["ncu_csv"] == "runs/memory-bound.ncu.csv"
     csv = pl.read_csv(out / "results.csv", schema=ROW_SCHEMA)
     parquet = pl.read_parquet(out / "results.parquet")
     assert csv.columns == list(ROW_SCHEMA) == parquet.columns

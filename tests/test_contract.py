@@ -128,3 +128,56 @@ def test_broken_documents_are_refused() -> None:
         assert contract.errors(bad)
         with pytest.raises(contract.ContractError):
             contract.validate(bad)
+
+
+@pytest.fixture(scope="module")
+def scenario_documents() -> dict[str, dict]:  # type: ignore[type-arg]
+    return {name: _document([FIXTURES / f"{name}.sqlite"]) for name in sorted(SCENARIOS)}
+
+
+def test_every_scenario_diff_follows_the_schema(scenario_documents: dict) -> None:  # type: ignore[type-arg]
+    from nsysan.diff import diff_documents
+
+    gates = ["gap_share>+5pt", "throughput<-3%", "new_finding>=warning", "stagger_score>0.1"]
+    base = scenario_documents["case-study"]
+    for name, doc in scenario_documents.items():
+        for before, after in ((base, doc), (doc, base), (doc, doc)):
+            diff = json.loads(json.dumps(diff_documents(before, after, gates=gates)))
+            assert contract.errors(diff) == [], name
+
+
+def _batch_outputs_follow_the_schema(out: Path) -> int:
+    results = json.loads((out / "results.json").read_text())
+    assert contract.errors(results) == []
+    checked = 0
+    for row in results["traces"]:
+        if row["status"] == "ok":
+            assert contract.errors(json.loads((out / row["json"]).read_text())) == [], row
+            checked += 1
+    return checked
+
+
+def test_batch_of_every_scenario_follows_the_schema(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, _ = run_cli(["-q", "batch", str(FIXTURES), "-o", str(tmp_path), "--jobs", "2"], capsys)
+    assert code == 0
+    assert _batch_outputs_follow_the_schema(tmp_path) == len(SCENARIOS)
+
+
+@pytest.mark.shared
+def test_batch_and_diff_of_every_shared_trace_follow_the_schema(
+    tmp_path: Path, shared_traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nsysan.diff import diff_documents
+
+    code, _, _ = run_cli(
+        ["-q", "batch", str(shared_traces), "-o", str(tmp_path), "--jobs", "2"], capsys
+    )
+    assert code == 0
+    # Every single-file trace, and the 8 rank files of cori as one trace.
+    assert _batch_outputs_follow_the_schema(tmp_path) == len(single_file_traces()) + 1
+    docs = [json.loads(p.read_text()) for p in sorted((tmp_path / "traces").glob("*.json"))]
+    for doc in docs:
+        diff = json.loads(json.dumps(diff_documents(docs[0], doc, gates=["gap_share>+1pt"])))
+        assert contract.errors(diff) == []

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from nsysan.errors import InputNotFoundError, SettingsError
 
@@ -154,13 +155,17 @@ def discover(inputs: Sequence[Path]) -> tuple[list[Source], list[Skipped]]:
     return sorted(unique.values()), skipped
 
 
+def _ncu_name(export_name: str) -> str:
+    return export_name.rsplit(".", 1)[0] + ".ncu.csv"
+
+
 def ncu_sibling(source: Source) -> Source | None:
     """``<stem>.ncu.csv`` next to the export (same folder or archive folder), if any."""
     if source.member is None:
         p = Path(source.path)
         csv = p.with_name(p.name.rsplit(".", 1)[0] + ".ncu.csv")
-        return Source(str(csv), None, csv.name) if csv.is_file() else None
-    member = source.member.rsplit(".", 1)[0] + ".ncu.csv"
+        return Source(str(csv), None, _ncu_name(source.rel or csv.name)) if csv.is_file() else None
+    member = _ncu_name(source.member)
     try:
         if source.path.lower().endswith(".zip"):
             with zipfile.ZipFile(source.path) as zf:
@@ -171,7 +176,7 @@ def ncu_sibling(source: Source) -> Source | None:
     except (OSError, zipfile.BadZipFile, tarfile.TarError, EOFError):
         return None
     if member in names and safe_member_name(member):
-        return Source(source.path, member, member)
+        return Source(source.path, member, _ncu_name(source.rel or member))
     return None
 
 
@@ -231,11 +236,29 @@ def materialized(sources: Sequence[Source]) -> Iterator[list[Path]]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def with_source_labels(trace: Any, labels: Sequence[str]) -> Any:
+    """``trace`` with each input's path replaced by its label (an archive member's
+    ``archive!member`` instead of the temporary copy it was read from)."""
+    import dataclasses
+
+    import polars as pl
+
+    relabelled = trace.sources.with_columns(
+        pl.col("source")
+        .replace_strict(
+            list(range(len(labels))), list(labels), default=pl.col("path"), return_dtype=pl.String
+        )
+        .alias("path")
+    )
+    return dataclasses.replace(trace, sources=relabelled)
+
+
 @contextmanager
-def expand_run(paths: Sequence[Path]) -> Iterator[list[Path]]:
-    """The export files of one run given as files, a folder or an archive of rank files."""
+def expand_run(paths: Sequence[Path]) -> Iterator[tuple[list[Path], list[str]]]:
+    """The export files of one run given as files, a folder or an archive of rank files,
+    and the labels to show for them (``archive!member`` for archive members)."""
     if all(p.is_file() and not is_archive(p) for p in paths):
-        yield list(paths)
+        yield list(paths), [str(p) for p in paths]
         return
     sources, skipped = discover(paths)
     if not sources:
@@ -244,4 +267,4 @@ def expand_run(paths: Sequence[Path]) -> Iterator[list[Path]]:
             f"{', '.join(map(str, paths))}: no Nsight Systems SQLite export (.sqlite) found{why}"
         )
     with materialized(sources) as files:
-        yield files
+        yield files, [s.label for s in sources]

@@ -148,7 +148,7 @@ def run_batch(
         try:
             hashes = [content_hash(s) for s in members]
             ncu_hash = content_hash(ncu) if ncu else None
-        except (OSError, Exception) as exc:  # unreadable file or archive member
+        except Exception as exc:  # an unreadable file or archive member fails alone
             summary.rows.append(empty_row(tid, files, "failed", f"cannot read: {exc}"))
             summary.failed += 1
             continue

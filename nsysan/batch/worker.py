@@ -13,6 +13,7 @@ import os
 import resource
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from nsysan.batch.inputs import Source
@@ -76,7 +77,7 @@ def _one_line(exc: BaseException) -> str:
 
 def process_trace(task: TraceTask) -> TraceOutcome:
     """Analyse one trace; a failure becomes a row with its one-line error."""
-    from nsysan.batch.inputs import materialized
+    from nsysan.batch.inputs import materialized, with_source_labels
     from nsysan.batch.rows import empty_row, row_from_document
 
     started = time.perf_counter()
@@ -95,9 +96,10 @@ def process_trace(task: TraceTask) -> TraceOutcome:
             trace_paths = paths[: len(task.sources)]
             ncu = read_ncu_csv(paths[-1]) if task.ncu else None
             trace = load_trace(trace_paths, launch_config=ncu is not None)
-            analysis = analyze(
-                trace, task.settings, ncu=ncu, ncu_path=paths[-1] if ncu is not None else None
-            )
+        # The report names the files the user gave, not the temporary copies.
+        trace = with_source_labels(trace, [s.rel or s.label for s in task.sources])
+        ncu_label = Path(task.ncu.rel or task.ncu.label) if task.ncu else None
+        analysis = analyze(trace, task.settings, ncu=ncu, ncu_path=ncu_label)
         lang = task.settings.lang
         html = render_html(build_view(analysis, diagnose(analysis), lang)).encode("utf-8")
         document = analysis_document(analysis)

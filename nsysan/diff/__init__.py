@@ -46,13 +46,14 @@ def load_run(paths: Sequence[Path], settings: Any = None) -> dict[str, Any]:
     if any(p.suffix.lower() == ".json" for p in paths):
         raise SettingsError("give one analysis JSON per side, or trace files, not both")
     from nsysan.analysis import analyze
-    from nsysan.batch.inputs import expand_run
+    from nsysan.batch.inputs import expand_run, with_source_labels
     from nsysan.ingest import load_trace
     from nsysan.report.document import analysis_document
     from nsysan.report.jsonout import to_jsonable
 
-    with expand_run(paths) as traces:
-        document = analysis_document(analyze(load_trace(traces), settings))
+    with expand_run(paths) as (traces, labels):
+        trace = with_source_labels(load_trace(traces), labels)
+    document = analysis_document(analyze(trace, settings))
     return to_jsonable(document)  # type: ignore[no-any-return]
 
 
