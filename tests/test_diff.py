@@ -183,3 +183,20 @@ def test_hostile_kernel_names_are_escaped_on_the_diff_page(tmp_path: Path) -> No
     assert any("<script>" in k["name"] for k in d["kernels"]["added"])
     page = render_diff_html(d, "en")
     assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page
+
+
+def test_a_gate_without_data_is_reported_and_trips_only_when_strict() -> None:
+    bare = {"gpus": [{}], "findings": []}
+    d = diff_documents(bare, bare, gates=["throughput<-3%"])
+    assert d["throughput_unit"] is None
+    assert d["gates"] == [
+        {
+            "expression": "throughput<-3%",
+            "measure": "throughput",
+            "value": None,
+            "tripped": False,
+            "reason": "not measured in both runs",
+        }
+    ]
+    strict = diff_documents(bare, bare, gates=["throughput<-3%"], strict=True)
+    assert strict["gates"][0]["tripped"] is True

@@ -58,12 +58,16 @@ def _run_pool(
         futures = {pool.submit(process_trace, t): t for t in tasks}
         try:
             for fut in as_completed(futures):
+                # Drop the future with its result (a report's bytes): the client holds
+                # one outcome at a time, not every trace's.
+                task = futures.pop(fut)
                 try:
                     outcome = fut.result()
                 except BrokenProcessPool:
-                    lost.append(futures[fut])
+                    lost.append(task)
                     continue
                 on_done(outcome)
+                del outcome
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
@@ -111,7 +115,9 @@ def run_dask(
             pure=False,
         )
         by_key = {f.key: t for f, t in zip(futures, tasks, strict=True)}
-        for fut in dask_completed(futures):
+        completed = dask_completed(futures)
+        del futures  # as_completed holds the pending ones; each is dropped once handled
+        for fut in completed:
             try:
                 outcome = fut.result()
             except Exception as exc:
