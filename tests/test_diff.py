@@ -200,3 +200,12 @@ def test_a_gate_without_data_is_reported_and_trips_only_when_strict() -> None:
     ]
     strict = diff_documents(bare, bare, gates=["throughput<-3%"], strict=True)
     assert strict["gates"][0]["tripped"] is True
+
+
+def test_diff_page_says_why_a_gate_was_not_evaluated_in_both_languages() -> None:
+    from nsysan.diff.html import render_diff_html
+
+    bare = {"gpus": [{}], "findings": []}
+    d = diff_documents(bare, bare, gates=["throughput<-3%"])
+    assert "(not measured in both runs)" in render_diff_html(d, "en")
+    assert "两次运行未都测得该指标" in render_diff_html(d, "zh")

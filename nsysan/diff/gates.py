@@ -35,6 +35,10 @@ _GATE = re.compile(
     r"(?:(?P<severity>info|warning|critical)|(?P<number>[+-]?\d+(?:\.\d+)?)\s*(?P<unit>pt|%)?)\s*$"
 )
 FINDING_MEASURES = ("new_finding", "finding")
+# Why a gate was not evaluated (the diff page shows them from the catalogue).
+NOT_MEASURED = "not measured in both runs"
+BEFORE_ZERO = "before is 0: no relative change"
+REASON_KEYS = {NOT_MEASURED: "diff.gate.not_measured", BEFORE_ZERO: "diff.gate.before_zero"}
 SYNTAX = (
     "MEASURE OP VALUE, e.g. 'gap_share>+5pt', 'throughput<-3%', 'new_finding>=warning' "
     "(docs/diff.md#gates)"
@@ -95,10 +99,10 @@ def evaluate_gate(
     before, after = m.get("before"), m.get("after")
     value: float | None
     if before is None or after is None:
-        value, reason = None, "not measured in both runs"
+        value, reason = None, NOT_MEASURED
     elif gate.unit == "%":
         value = (after - before) / abs(before) * 100 if before else None
-        reason = "before is 0: no relative change" if value is None else ""
+        reason = BEFORE_ZERO if value is None else ""
     elif gate.unit == "pt":
         value, reason = (after - before) * 100, ""
     else:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from nsysan.diff import DIFFERENT_PROGRAM_OVERLAP, KERNEL_CHANGE_NS, KERNEL_CHANGE_SHARE
+from nsysan.diff.gates import REASON_KEYS
 from nsysan.diff.measures import SHARE_MEASURES
 from nsysan.output import write_atomic
 from nsysan.report import fmt
@@ -166,7 +167,15 @@ def render_diff_html(diff: dict[str, Any], lang: str = "en") -> str:
             ns=fmt.duration(KERNEL_CHANGE_NS),
             top=diff["kernels"]["top"],
         ),
-        gates=diff["gates"],
+        gates=[
+            {
+                **g,
+                "reason": t(REASON_KEYS[g["reason"]], lang)
+                if g.get("reason") in REASON_KEYS
+                else "",
+            }
+            for g in diff["gates"]
+        ],
     )
 
 

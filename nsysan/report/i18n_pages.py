@@ -36,6 +36,8 @@ EN: dict[str, str] = {
     "diff.gate.tripped": "tripped",
     "diff.gate.ok": "passed",
     "diff.gate.value": "Value",
+    "diff.gate.not_measured": "not measured in both runs",
+    "diff.gate.before_zero": "before is 0: no relative change",
     "diff.warnings": "Comparability",
     "diff.warn.gpu_count": (
         "The runs have different GPU counts ({before} before, {after} after): per-GPU rows are matched by GPU index."
@@ -122,6 +124,8 @@ ZH: dict[str, str] = {
     "diff.gate.tripped": "未通过",
     "diff.gate.ok": "通过",
     "diff.gate.value": "数值",
+    "diff.gate.not_measured": "两次运行未都测得该指标",
+    "diff.gate.before_zero": "之前为 0，无法计算相对变化",
     "diff.warnings": "可比性",
     "diff.warn.gpu_count": "两次运行的 GPU 数量不同（之前 {before} 张，之后 {after} 张）：逐卡数据按 GPU 编号对应。",
     "diff.warn.program": "两次运行共有的内核名只占内核时间的 {overlap}：它们看起来是不同的程序。",
