@@ -6,6 +6,7 @@ GPUs, so this measures what a user's export costs, not a kernels-only file.
 
     python benchmarks/command_bench.py --kernels 1000000 --rounds 3
     python benchmarks/command_bench.py --kernels 5000000 --rounds 3
+    python benchmarks/command_bench.py --kernels 20000000 --rounds 1 --rss-cap-gb 18
 
 Rounds are interleaved (floor, nsys stats, info, analyze --json, report, then again), so
 a slow spell of a shared machine hits every command alike; compare ratios from one run.
@@ -46,11 +47,32 @@ def build(kernels: int, scratch: Path) -> Path:
     return out
 
 
-def run(argv: list[str]) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS (GB) and exit status of one command."""
+def _rss_gb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1e6
+    except OSError:
+        pass
+    return 0.0
+
+
+def run(argv: list[str], rss_cap_gb: float | None = None) -> tuple[float, float, int]:
+    """Wall seconds, peak RSS (GB) and exit status of one command.
+
+    With ``rss_cap_gb``, a command whose resident memory passes the cap is killed
+    (exit status -9) rather than left to push the machine into swap or the OOM killer.
+    """
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG if rss_cap_gb else 0)
+        if pid:
+            break
+        if rss_cap_gb and _rss_gb(proc.pid) > rss_cap_gb:
+            proc.kill()
+        time.sleep(0.1)
     wall = time.perf_counter() - start
     if proc.stderr is not None:
         proc.stderr.close()
@@ -99,6 +121,12 @@ def main() -> None:
     ap.add_argument("--kernels", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--scratch", type=Path, default=Path("/tmp/nsysan-bench"))
+    ap.add_argument(
+        "--rss-cap-gb",
+        type=float,
+        default=None,
+        help="kill a command whose resident memory passes this (exit -9 in the table)",
+    )
     args = ap.parse_args()
     trace = build(args.kernels, args.scratch)
     results: dict[str, list[tuple[float, float, int]]] = {}
@@ -111,7 +139,7 @@ def main() -> None:
                     continue
                 if name.startswith("nsys stats"):
                     shutil.copyfile(trace, out / "copy.sqlite")
-                results.setdefault(name, []).append(run(argv))
+                results.setdefault(name, []).append(run(argv, args.rss_cap_gb))
             print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
     floor = statistics.median(w for w, _, _ in results["floor (sqlite3 GROUP BY)"])
     print(f"{trace.name}: {trace.stat().st_size / 2**20:.0f} MiB, {args.rounds} interleaved rounds")

@@ -5,11 +5,12 @@ tables to the next (gaps to stagger and host attribution, busy to NCCL, GPU metr
 to the dashboard view). Each analysis needs certain tables; when they are missing,
 its result is ``None`` and ``unavailable[name]`` says why, in words the report shows.
 
-Per-GPU analyses always use the per-physical-GPU busy union of kernels (the
-``kernels`` busy mode). With ``Settings.busy_mode == "nvidia"``, ``gaps`` and ``busy``
-are additionally computed with Nsight Systems' own gpu_gaps definition (per process
-and CUDA device) in ``nvidia_busy``/``nvidia_gaps``, so they can be compared with
-``nsys analyze``.
+Per-GPU analyses always use the per-physical-GPU busy union of kernels and CUDA graph
+executions (the ``kernels`` busy mode); gap time with a memcpy or memset running is its
+own host-attribution cause. With ``Settings.busy_mode == "nvidia"``, ``gaps`` and
+``busy`` are additionally computed with Nsight Systems' own gpu_gaps definition (per
+process and CUDA device, kernel table only) in ``nvidia_busy``/``nvidia_gaps``, so they
+can be compared with ``nsys analyze``.
 """
 
 from __future__ import annotations
@@ -25,16 +26,35 @@ from nsysan.analyze.balance import ImbalanceResult, measure_imbalance
 from nsysan.analyze.bound import BoundResult, classify_kernels, measure_bound
 from nsysan.analyze.busy import BusyResult, measure_busy
 from nsysan.analyze.contention import ContentionResult, measure_contention
+from nsysan.analyze.cpu import CpuResult, measure_cpu
 from nsysan.analyze.dashboard import DashboardResult, measure_dashboard
 from nsysan.analyze.dominant import DominantResult, measure_dominant
 from nsysan.analyze.gaps import GapsResult, measure_gaps
 from nsysan.analyze.host import HostResult, attribute_gaps
+from nsysan.analyze.launch import LaunchResult, measure_launch
+from nsysan.analyze.load import LoadResult, measure_load
+from nsysan.analyze.memory import MemoryResult, measure_memory
 from nsysan.analyze.nccl import NcclResult, measure_nccl
 from nsysan.analyze.stagger import StaggerResult, measure_stagger
+from nsysan.analyze.steps import StepsResult, measure_steps
+from nsysan.analyze.transfers import TransferResult, measure_transfers, transfer_intervals
+from nsysan.ingest.graphs import with_graph_work
 from nsysan.model import Trace
 from nsysan.settings import Settings
 
 NO_GPU_WORK = "the trace has no GPU kernels"
+NO_STEPS = (
+    "no steps: no NVTX range repeats around each step and no GPU runs a repeating kernel "
+    "sequence; wrap each step in an NVTX range (e.g. 'decode_step') for step latency"
+)
+NO_MEMORY = (
+    "no CUDA memory usage events: capture with --cuda-memory-usage=true to see device "
+    "memory in use per GPU (KV-cache pressure)"
+)
+NO_SCHED = (
+    "no thread scheduling events: capture with --cpuctxsw=process-tree (the default with "
+    "--sample=cpu) to tell saturated host CPUs from blocked feeding threads"
+)
 # Analyses run at once after busy time and gaps (see analyze()).
 ANALYSIS_THREADS = 4
 
@@ -62,6 +82,18 @@ class Analysis:
     # start-up was detected (see _steady_state).
     dominant: DominantResult | None = None
     steady_stagger: StaggerResult | None = None
+    # Memcpys and memsets per GPU (None without any on a GPU with a window).
+    transfers: TransferResult | None = None
+    # Launch overhead and configuration (docs/metrics/launch.md).
+    launch: LaunchResult | None = None
+    # Host CPUs during gaps: saturated or blocked (docs/metrics/cpu.md).
+    cpu: CpuResult | None = None
+    # Device memory in use per GPU (docs/metrics/memory.md).
+    memory: MemoryResult | None = None
+    # Step and request latency, throughput (docs/metrics/steps.md).
+    steps: StepsResult | None = None
+    # Load over time: bursts, starvation (docs/metrics/load.md).
+    load: LoadResult | None = None
 
     @property
     def results(self) -> dict[str, object]:
@@ -102,6 +134,9 @@ def analyze(
     """Every analysis of ``trace``; ``ncu`` is a :func:`nsysan.ingest.ncu.read_ncu_csv` table."""
     settings = settings or Settings()
     unavailable: dict[str, str] = {}
+    # CUDA graph executions are GPU work (nsysan.ingest.graphs); NVIDIA's own rules,
+    # reproduced by the nvidia busy mode, read the kernel table alone.
+    kernels_only, trace = trace, with_graph_work(trace)
     if trace.kernels.is_empty():
         reason = trace.capabilities.missing[0] if trace.capabilities.missing else NO_GPU_WORK
         for name in (
@@ -114,6 +149,12 @@ def analyze(
             "dashboard",
             "contention",
             "bound",
+            "transfers",
+            "launch",
+            "cpu",
+            "memory",
+            "steps",
+            "load",
         ):
             unavailable[name] = reason
         return Analysis(
@@ -139,7 +180,7 @@ def analyze(
 
     nvidia_busy = nvidia_gaps = None
     if settings.busy_mode == "nvidia":
-        nvidia_busy = measure_busy(trace, settings)
+        nvidia_busy = measure_busy(kernels_only, settings)
         nvidia_gaps = measure_gaps(nvidia_busy.intervals, nvidia_busy.summary, nvidia_busy.keys)
 
     # The analyses below read the same inputs and never each other's results (but the
@@ -149,13 +190,26 @@ def analyze(
         stagger_job = (
             pool.submit(measure_stagger, gaps.gaps, windows) if windows.height >= 2 else None
         )
-        host_job = pool.submit(attribute_gaps, trace, gaps.gaps, settings, keys=gaps.keys)
+        # Gap time with a memcpy/memset running is its own cause ("GPU busy with a transfer").
+        copies = transfer_intervals(trace)
+        host_job = pool.submit(
+            attribute_gaps, trace, gaps.gaps, settings, keys=gaps.keys, transfers=copies
+        )
+        transfers_job = pool.submit(measure_transfers, trace, windows, busy.intervals)
         imbalance_job = pool.submit(measure_imbalance, trace, busy.intervals, windows, settings)
         nccl_job = pool.submit(measure_nccl, trace.kernels, busy.intervals, windows)
         views_job = pool.submit(_device_views, trace, busy, settings)
+        launch_job = pool.submit(
+            measure_launch, trace.kernels, gaps.gaps, windows, trace.launch_configs
+        )
         stagger = stagger_job.result() if stagger_job else None
         host, imbalance, nccl = host_job.result(), imbalance_job.result(), nccl_job.result()
         contention, dashboard = views_job.result()
+        transfers: TransferResult | None = transfers_job.result()
+        launch = launch_job.result()
+    if transfers is not None and not transfers.available:
+        transfers = None
+        unavailable["transfers"] = "no memory copies or memsets on the GPUs"
     if stagger is None:
         unavailable["stagger"] = "one GPU ran work: stagger compares the gaps of two or more GPUs"
     if not contention.available:
@@ -168,6 +222,41 @@ def analyze(
             "no Nsight Compute data: give --ncu kernels.csv for the memory- vs compute-bound view"
         )
     dominant, steady_stagger = _steady_state(gaps, windows, settings)
+    cpu: CpuResult | None = None
+    if trace.sched.height:
+        cpu = measure_cpu(
+            trace.sched,
+            trace.sources,
+            _gpu_sources(trace),
+            windows,
+            gaps.gaps,
+            host.gaps if host is not None else None,
+        )
+    else:
+        unavailable["cpu"] = NO_SCHED
+    steps = measure_steps(
+        trace.nvtx,
+        _gpu_processes(trace),
+        windows,
+        launch.per_gpu if launch is not None else None,
+        imbalance.iterations if imbalance is not None else None,
+        imbalance.iteration_source if imbalance is not None else None,
+        imbalance.iteration_label if imbalance is not None else None,
+    )
+    if not steps.per_gpu["steps"].sum():
+        unavailable["steps"] = NO_STEPS
+    load = measure_load(
+        busy.intervals,
+        windows,
+        trace.kernels,
+        steps.requests,
+        host.gaps if host is not None else None,
+    )
+    memory: MemoryResult | None = None
+    if trace.memory_usage.height:
+        memory = measure_memory(trace.memory_usage, trace.gpus, windows, gaps.gaps)
+    else:
+        unavailable["memory"] = NO_MEMORY
     return Analysis(
         trace=trace,
         settings=settings,
@@ -186,7 +275,25 @@ def analyze(
         nvidia_gaps=nvidia_gaps,
         ncu_path=ncu_path,
         unavailable=unavailable,
+        transfers=transfers,
+        launch=launch,
+        cpu=cpu,
+        memory=memory,
+        steps=steps,
+        load=load,
     )
+
+
+def _gpu_processes(trace: Trace) -> pl.DataFrame:
+    """The processes that ran kernels on each GPU: ``gpu, source, pid``."""
+    table = trace.launch_configs if trace.launch_configs.height else trace.kernels
+    return table.select("gpu", "source", "pid").drop_nulls().unique()
+
+
+def _gpu_sources(trace: Trace) -> pl.DataFrame:
+    """Which file's processes ran kernels on each GPU (from the small launch aggregate)."""
+    table = trace.launch_configs if trace.launch_configs.height else trace.kernels
+    return table.select("gpu", "source").drop_nulls().unique()
 
 
 def _steady_state(

@@ -30,6 +30,12 @@ EXIT_SOME_FAILED, EXIT_GATE = 3, 4
 SIGNAL_EXITS = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")}
 
 trace_paths = click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+nsys_option = click.option(
+    "--nsys",
+    "nsys_path",
+    type=click.Path(path_type=Path),
+    help="The nsys that exports .nsys-rep/.qdrep reports to SQLite (default: nsys on PATH).",
+)
 
 
 def _json_default(value: Any) -> Any:
@@ -50,7 +56,8 @@ def dump_json(data: Any) -> str:
 )
 @click.pass_context
 def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
-    """Why is a multi-GPU job slower than it should be? Reads Nsight Systems SQLite exports."""
+    """Why is a multi-GPU job slower than it should be? Reads Nsight Systems SQLite exports
+    (and .nsys-rep reports, exported with nsys)."""
     from nsysan import progress
 
     progress.enable(quiet)
@@ -60,15 +67,17 @@ def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
 @cli.command()
 @trace_paths
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def info(traces: tuple[Path, ...], as_json: bool) -> None:
+@nsys_option
+def info(traces: tuple[Path, ...], as_json: bool, nsys_path: Path | None) -> None:
     """What TRACES hold: export version, GPUs, processes, span, table counts, what is missing.
 
-    Several files (one per rank or node) are put on one timeline.
+    Several files (one per rank or node) are put on one timeline. The CUDA API, NVTX,
+    OS-runtime, scheduling and overhead tables are counted in SQLite, not loaded.
     """
     from nsysan.info import render_text, summarize
-    from nsysan.ingest import load_trace
+    from nsysan.ingest import load_census
 
-    summary = summarize(load_trace(list(traces)))
+    summary = summarize(*load_census(list(traces), nsys_path=nsys_path))
     click.echo(dump_json(summary) if as_json else render_text(summary))
 
 
@@ -201,7 +210,9 @@ def refuse_overwrite_inputs(
     refuse_overwrite(outputs, [*traces, ncu_csv])
 
 
-def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) -> Any:
+def run_analysis(
+    traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any, nsys_path: Path | None = None
+) -> Any:
     from nsysan.analysis import analyze
     from nsysan.batch.inputs import expand_run, with_source_labels
     from nsysan.ingest import load_trace
@@ -213,7 +224,8 @@ def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) 
     # A folder or archive given here holds the rank files of one run.
     with phase(f"reading {names}"), expand_run(traces) as (files, labels):
         # Grid and block sizes only serve the Nsight Compute join.
-        trace = with_source_labels(load_trace(files, launch_config=ncu is not None), labels)
+        trace = load_trace(files, launch_config=ncu is not None, nsys_path=nsys_path)
+        trace = with_source_labels(trace, labels)
     with phase(f"analysing {trace.kernels.height:,} kernels on {trace.gpu_count} GPU(s)"):
         analysis = analyze(trace, settings, ncu=ncu, ncu_path=ncu_csv)
     # A CSV of another program joins little of the trace: say so (the report does too).
@@ -228,6 +240,7 @@ def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) 
 @cli.command()
 @trace_paths
 @analysis_options
+@nsys_option
 @click.option(
     "--json", "as_json", is_flag=True, help="Print every result as JSON (docs/json-schema.md)."
 )
@@ -249,6 +262,7 @@ def run_analysis(traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any) 
 def analyze(
     traces: tuple[Path, ...],
     ncu_csv: Path | None,
+    nsys_path: Path | None,
     as_json: bool,
     output: Path | None,
     detail: str,
@@ -263,7 +277,7 @@ def analyze(
     from nsysan.report.jsonout import dumps
 
     refuse_overwrite_inputs([output], traces, ncu_csv)
-    analysis = run_analysis(traces, ncu_csv, build_settings(**options))
+    analysis = run_analysis(traces, ncu_csv, build_settings(**options), nsys_path)
     document = analysis_document(analysis, detail)
     if output is not None:
         from nsysan.output import write_atomic
@@ -294,6 +308,7 @@ def _default_report_path(traces: tuple[Path, ...]) -> Path:
 @cli.command()
 @trace_paths
 @analysis_options
+@nsys_option
 @click.option(
     "-o",
     "--output",
@@ -316,6 +331,7 @@ def _default_report_path(traces: tuple[Path, ...]) -> Path:
 def report(
     traces: tuple[Path, ...],
     ncu_csv: Path | None,
+    nsys_path: Path | None,
     output: Path | None,
     lang: str,
     json_path: Path | None,
@@ -330,7 +346,7 @@ def report(
 
     target = output or _default_report_path(traces)
     refuse_overwrite_inputs([target, json_path], traces, ncu_csv)
-    analysis = run_analysis(traces, ncu_csv, build_settings(**options, lang=lang))
+    analysis = run_analysis(traces, ncu_csv, build_settings(**options, lang=lang), nsys_path)
     from nsysan.progress import phase
 
     with phase(f"writing {target.name}"):
@@ -433,6 +449,7 @@ def _diff_command(name: str, help_text: str, hidden: bool = False) -> Any:
     @click.option(
         "--top", type=click.IntRange(min=1), default=10, show_default=True, help="Kernels per list."
     )
+    @nsys_option
     @trace_analysis_options
     def command(
         runs: tuple[str, ...],
@@ -442,6 +459,7 @@ def _diff_command(name: str, help_text: str, hidden: bool = False) -> Any:
         gates: tuple[str, ...],
         strict: bool,
         top: int,
+        nsys_path: Path | None,
         **options: Any,
     ) -> None:
         from nsysan.diff import diff_documents, load_run
@@ -452,7 +470,8 @@ def _diff_command(name: str, help_text: str, hidden: bool = False) -> Any:
         refuse_overwrite_inputs([output], (*before_paths, *after_paths), None)
         # Settings apply to sides given as traces; an analysis JSON keeps its own.
         settings = build_settings(**options, lang=lang)
-        before, after = load_run(before_paths, settings), load_run(after_paths, settings)
+        before = load_run(before_paths, settings, nsys_path)
+        after = load_run(after_paths, settings, nsys_path)
         result = diff_documents(
             before,
             after,
@@ -527,6 +546,7 @@ compare = _diff_command("compare", "Alias of `nsysan diff`.\n\n" + _DIFF_HELP)
 @click.option("--no-group", is_flag=True, help="Analyse every file alone (no multi-rank grouping).")
 @click.option("--force", is_flag=True, help="Redo traces whose results are up to date.")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@nsys_option
 @trace_analysis_options
 def batch(
     inputs: tuple[Path, ...],
@@ -537,6 +557,7 @@ def batch(
     no_group: bool,
     force: bool,
     lang: str,
+    nsys_path: Path | None,
     **options: Any,
 ) -> None:
     """Analyse every trace under INPUTS (folders, .zip/.tar/.tar.gz archives, files) into OUTDIR.
@@ -561,6 +582,7 @@ def batch(
         dask_scheduler_file=dask_scheduler_file,
         group=not no_group,
         force=force,
+        nsys_path=nsys_path,
         echo=lambda line: click.echo(line, err=True),
     )
     click.echo(summary.text)

@@ -70,3 +70,11 @@ class SettingsError(NsysanError):
 
 class OutputError(NsysanError):
     slug = "output"
+
+
+class NsysNotFoundError(NsysanError):
+    slug = "nsys-not-found"
+
+
+class NsysExportError(NsysanError):
+    slug = "nsys-export"

@@ -6,22 +6,29 @@ text rendering of it. No analysis here: counts, identities, spans, and what is m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
 
 from nsysan import model
-from nsysan.names import is_one_of, values_matching
+from nsysan.ingest import kernel_launch_calls
+from nsysan.ingest.census import TableCensus
 
 INFO_SCHEMA_VERSION = 1
 
 
-def _span(trace: model.Trace) -> tuple[int | None, int | None]:
+def _span(trace: model.Trace, counted: Mapping[str, TableCensus]) -> tuple[int | None, int | None]:
     starts: list[int] = []
     ends: list[int] = []
-    for name in ("kernels", "memcpy", "memset", "cuda_api", "nvtx", "osrt"):
+    for name in ("kernels", "graphs", "memcpy", "memset", "cuda_api", "nvtx", "osrt"):
         df = trace.table(name)
-        if df.height:
+        if name in counted:
+            c = counted[name]
+            if c.rows and c.start_ns is not None and c.end_ns is not None:
+                starts.append(c.start_ns)
+                ends.append(c.end_ns)
+        elif df.height:
             starts.append(int(df["start_ns"].min()))  # type: ignore[arg-type]
             ends.append(int(df["end_ns"].drop_nulls().max() or df["start_ns"].max()))  # type: ignore[arg-type]
     return (min(starts), max(ends)) if starts else (None, None)
@@ -36,9 +43,16 @@ def _gpu_rows(trace: model.Trace) -> list[dict[str, Any]]:
         pl.col("start_ns").min().alias("first_ns"),
         pl.col("end_ns").max().alias("last_ns"),
     )
+    graphs = trace.graphs.group_by("gpu").agg(
+        pl.len().alias("graph_executions"),
+        (pl.col("end_ns") - pl.col("start_ns")).sum().alias("graph_time_ns"),
+    )
     procs = (
         pl.concat(
-            [trace.table(t).select("gpu", "source", "pid") for t in ("kernels", "memcpy", "memset")]
+            [
+                trace.table(t).select("gpu", "source", "pid")
+                for t in ("kernels", "graphs", "memcpy", "memset")
+            ]
         )
         .unique()
         .group_by("gpu")
@@ -46,9 +60,12 @@ def _gpu_rows(trace: model.Trace) -> list[dict[str, Any]]:
     )
     rows = (
         trace.gpus.join(k, on="gpu", how="left")
+        .join(graphs, on="gpu", how="left")
         .join(procs, on="gpu", how="left")
         .sort("gpu")
-        .with_columns(pl.col("kernels").fill_null(0), pl.col("kernel_time_ns").fill_null(0))
+        .with_columns(
+            pl.col("kernels", "kernel_time_ns", "graph_executions", "graph_time_ns").fill_null(0)
+        )
     )
     return rows.select(
         "gpu",
@@ -61,6 +78,8 @@ def _gpu_rows(trace: model.Trace) -> list[dict[str, Any]]:
         "sm_count",
         "kernels",
         "kernel_time_ns",
+        "graph_executions",
+        "graph_time_ns",
         "first_ns",
         "last_ns",
         "pids",
@@ -69,7 +88,10 @@ def _gpu_rows(trace: model.Trace) -> list[dict[str, Any]]:
 
 def _process_rows(trace: model.Trace) -> list[dict[str, Any]]:
     gpu_procs = pl.concat(
-        [trace.table(t).select("source", "pid", "gpu") for t in ("kernels", "memcpy", "memset")]
+        [
+            trace.table(t).select("source", "pid", "gpu")
+            for t in ("kernels", "graphs", "memcpy", "memset")
+        ]
     ).unique()
     if gpu_procs.is_empty():
         return []
@@ -78,12 +100,22 @@ def _process_rows(trace: model.Trace) -> list[dict[str, Any]]:
     return grouped.join(names, on=["source", "pid"], how="left").sort("source", "pid").to_dicts()
 
 
-def summarize(trace: model.Trace) -> dict[str, Any]:
-    """The JSON-ready summary of what ``trace`` holds."""
-    start, end = _span(trace)
-    counts = {name: trace.table(name).height for name in model.EVENT_TABLES}
-    api = trace.cuda_api
-    launches = api.filter(is_one_of(pl.col("name"), values_matching(api["name"], "Launch"))).height
+def summarize(
+    trace: model.Trace, counted: Mapping[str, TableCensus] | None = None
+) -> dict[str, Any]:
+    """The JSON-ready summary of what ``trace`` holds.
+
+    ``counted``: tables counted instead of read (:func:`nsysan.ingest.load_census`);
+    their counts, spans and launch calls come from there.
+    """
+    counted = counted or {}
+    start, end = _span(trace, counted)
+    counts = {
+        name: counted[name].rows if name in counted else trace.table(name).height
+        for name in model.EVENT_TABLES
+    }
+    api = counted.get("cuda_api")
+    launches = api.launch_calls if api else kernel_launch_calls(trace.cuda_api)
     return {
         "schema_version": INFO_SCHEMA_VERSION,
         "sources": trace.sources.to_dicts(),
@@ -134,7 +166,13 @@ def render_text(summary: dict[str, Any]) -> str:
         lines.append(
             f"  GPU {g['gpu']}: {g['name'] or 'unknown model'} [{g['identity']}: {ident}] "
             f"{g['kernels']} kernels, {g['kernel_time_ns'] / 1e6:.3f} ms kernel time, "
-            f"PIDs {', '.join(str(p) for p in g['pids'] or [])}"
+            + (
+                f"{g['graph_executions']} CUDA graph executions, "
+                f"{g['graph_time_ns'] / 1e6:.3f} ms graph time, "
+                if g["graph_executions"]
+                else ""
+            )
+            + f"PIDs {', '.join(str(p) for p in g['pids'] or [])}"
         )
     procs = summary["processes_with_gpu_work"]
     lines.append(f"processes with GPU work: {len(procs)}")

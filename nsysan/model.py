@@ -45,6 +45,9 @@ KERNELS: Schema = {
     "block_x": pl.Int32,
     "block_y": pl.Int32,
     "block_z": pl.Int32,
+    # A green context (CUDA 12.4+ SM partition of a context); null without one, and then
+    # a constant column that takes no memory.
+    "green_context_id": pl.Int32,
 }
 
 MEMCPY: Schema = {
@@ -72,6 +75,24 @@ MEMSET: Schema = {
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,
     "bytes": pl.Int64,
+}
+
+# CUDA graph executions (CUPTI_ACTIVITY_KIND_GRAPH_TRACE, ``--cuda-graph-trace=graph``):
+# one row per replay of a graph, whose kernels are then absent from ``kernels``.
+# ``correlation_id`` is that of the cudaGraphLaunch/cuGraphLaunch call.
+GRAPHS: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "gpu": pl.Int32,
+    "device_id": pl.Int32,
+    "context_id": pl.Int64,
+    "green_context_id": pl.Int64,
+    "stream_id": pl.Int64,
+    "correlation_id": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "graph_id": pl.Int64,
+    "graph_exec_id": pl.Int64,
 }
 
 # CUDA runtime and driver API calls. ``name`` has the ``_v<N>`` suffix stripped.
@@ -115,6 +136,35 @@ SCHED: Schema = {
     "time_ns": pl.Int64,
     "cpu": pl.Int32,
     "is_sched_in": pl.Boolean,
+}
+
+# Kernel launches aggregated per (process, device, kernel name, grid, block), in SQL
+# (nsysan.ingest.resources): ``launches`` and their ``total_ns`` of kernel time.
+LAUNCH_CONFIGS: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "gpu": pl.Int32,
+    "device_id": pl.Int32,
+    "short_name": pl.String,
+    "grid_x": pl.Int32,
+    "grid_y": pl.Int32,
+    "grid_z": pl.Int32,
+    "block_x": pl.Int32,
+    "block_y": pl.Int32,
+    "block_z": pl.Int32,
+    "launches": pl.Int64,
+    "total_ns": pl.Int64,
+}
+
+# Device-memory allocations and frees (CUDA_GPU_MEMORY_USAGE_EVENTS, captured with
+# --cuda-memory-usage=true): ``bytes_delta`` is + for an allocation, − for a free.
+MEMORY_USAGE: Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "gpu": pl.Int32,
+    "device_id": pl.Int32,
+    "time_ns": pl.Int64,
+    "bytes_delta": pl.Int64,
 }
 
 # The profiler's own overhead ranges (PROFILER_OVERHEAD), e.g. "CUDA profiling data
@@ -186,12 +236,14 @@ SOURCES: Schema = {
     "offset_ns": pl.Int64,  # added to this file's times to put them on the trace timeline
     "capture_start_ns": pl.Int64,  # ANALYSIS_DETAILS start/stop, file time base
     "capture_end_ns": pl.Int64,
+    "cpu_cores": pl.Int32,  # TARGET_INFO_SYSTEM_ENV CpuCores: the host's logical CPUs
 }
 
 TABLE_SCHEMAS: dict[str, Schema] = {
     "kernels": KERNELS,
     "memcpy": MEMCPY,
     "memset": MEMSET,
+    "graphs": GRAPHS,
     "cuda_api": CUDA_API,
     "nvtx": NVTX,
     "osrt": OSRT,
@@ -200,6 +252,8 @@ TABLE_SCHEMAS: dict[str, Schema] = {
     "threads": THREADS,
     "processes": PROCESSES,
     "gpu_metrics": GPU_METRICS,
+    "launch_configs": LAUNCH_CONFIGS,
+    "memory_usage": MEMORY_USAGE,
     "gpus": GPUS,
     "sources": SOURCES,
 }
@@ -207,6 +261,7 @@ TABLE_SCHEMAS: dict[str, Schema] = {
 # Event tables whose absence limits what can be analysed; see Capabilities.
 EVENT_TABLES = (
     "kernels",
+    "graphs",
     "memcpy",
     "memset",
     "cuda_api",
@@ -215,6 +270,7 @@ EVENT_TABLES = (
     "sched",
     "overhead",
     "gpu_metrics",
+    "memory_usage",
 )
 
 
@@ -275,6 +331,9 @@ class Trace:
     sources: pl.DataFrame
     capabilities: Capabilities
     notes: tuple[str, ...] = field(default=())
+    graphs: pl.DataFrame = field(default_factory=lambda: empty_frame(GRAPHS))
+    launch_configs: pl.DataFrame = field(default_factory=lambda: empty_frame(LAUNCH_CONFIGS))
+    memory_usage: pl.DataFrame = field(default_factory=lambda: empty_frame(MEMORY_USAGE))
 
     def table(self, name: str) -> pl.DataFrame:
         return getattr(self, name)  # type: ignore[no-any-return]
@@ -285,4 +344,9 @@ class Trace:
 
     @property
     def has_gpu_work(self) -> bool:
-        return self.kernels.height > 0 or self.memcpy.height > 0 or self.memset.height > 0
+        return (
+            self.kernels.height > 0
+            or self.graphs.height > 0
+            or self.memcpy.height > 0
+            or self.memset.height > 0
+        )

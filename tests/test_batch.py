@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -54,12 +55,14 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, int]:
         tf.addfile(info, io.BytesIO(b"x"))
     out = tmp / "out"
     args = ["-q", "batch", str(src), str(tmp / "runs.zip"), str(tmp / "more.tar.gz")]
+    # No nsys on PATH: the .nsys-rep is listed as skipped (with nsys: see below).
     proc = subprocess.run(
         [sys.executable, "-m", "nsysan", *args, "-o", str(out), "--jobs", "2"],
         capture_output=True,
         text=True,
         cwd=tmp,
         timeout=600,
+        env={**os.environ, "PATH": str(Path(sys.executable).parent)},
     )
     assert "Traceback" not in proc.stderr, proc.stderr
     return tmp, out, proc.returncode
@@ -86,7 +89,7 @@ def test_one_bad_file_fails_alone_with_exit_3(mixed: tuple[Path, Path, int]) -> 
     ):
         assert status[ok] == "ok", (ok, rows[ok]["error"])
     skipped = {r["files"]: r["error"] for r in rows.values() if r["status"] == "skipped"}
-    assert any("nsys export --type sqlite" in why for why in skipped.values())
+    assert any("no nsys to export it" in why for why in skipped.values())
     assert sum("unsafe member name" in why for why in skipped.values()) == 2
     # Nothing was extracted next to the archives or above them.
     assert not (tmp / "escape.sqlite").exists() and not (tmp.parent / "escape.sqlite").exists()
@@ -279,3 +282,17 @@ def test_report_accepts_a_zip_of_one_run(
     empty.mkdir()
     code, _, err = run_cli(["-q", "analyze", str(empty)], capsys)
     assert code == 1 and "no Nsight Systems SQLite export" in err
+
+
+@pytest.mark.skipif(shutil.which("nsys") is None, reason="no nsys on PATH")
+def test_reports_go_through_nsys_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "raw.nsys-rep").write_bytes(b"\0")
+    shutil.copy(FIX / "balanced.sqlite", src / "balanced.sqlite")
+    code, out, _ = run_cli(
+        ["-q", "batch", str(src), "-o", str(tmp_path / "o"), "--jobs", "1"], capsys
+    )
+    assert code == 3 and "1 analysed" in out and "1 failed" in out
+    row = _rows(tmp_path / "o")["in__raw"]
+    assert row["status"] == "failed" and "nsys export failed" in row["error"]

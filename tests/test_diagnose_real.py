@@ -40,12 +40,20 @@ def _evidence(finding, metric: str, label_end: str = "") -> float:  # type: igno
     )
 
 
-def test_t028_small_kernels_not_a_baseline() -> None:
+def test_t028_launch_bound_not_a_baseline() -> None:
     _, d = _run(_trace("T028-nsight-systems-deep-dive"))
-    assert d.headline.rule_id == "small-kernels"
-    f = _finding(d, "small-kernels")
-    assert f.claim["en"].startswith("GPU 0 runs 1,010 kernels with a median of 1.82 µs")
-    assert _evidence(f, "gap_share", "GPU 0") == pytest.approx(0.485, abs=0.001)
+    assert d.headline.rule_id == "launch-bound"
+    # launch-bound is the measured form of small-kernels and names the kernel's shape.
+    assert _ids(d) == ["launch-bound"]
+    f = _finding(d, "launch-bound")
+    assert f.claim["en"].startswith(
+        "GPU 0 is launch-bound: 100.0% of 1,010 kernels run under 10 µs (median 1.82 µs) "
+        "at 284k launches per second, and 45.5% of the window is gaps under 10 µs"
+    )
+    assert "vectorAdd (grid 1×1×1, block 256×1×1: a single block" in f.claim["en"]
+    assert _evidence(f, "short_gap_share", "GPU 0") == pytest.approx(0.455, abs=0.001)
+    assert _evidence(f, "launch_rate", "GPU 0") == pytest.approx(283_813, rel=1e-3)
+    assert "CUDA graph" in f.recommendation["en"]
     assert "SM Active is 1.0% while GR Active shows 87.4%" in f.claim["en"]
     assert "No imbalance" not in d.headline.text
     myths = {m.myth_id: m.verdict for m in d.myths}

@@ -10,7 +10,16 @@ from conftest import REPO
 
 from nsysan import errors
 from nsysan.cli import cli
-from nsysan.diagnose import gpu_rules, myths, rules
+from nsysan.diagnose import (
+    cpu_rules,
+    gpu_rules,
+    launch_rules,
+    load_rules,
+    memory_rules,
+    myths,
+    rules,
+    transfer_rules,
+)
 
 DOCS = REPO / "docs"
 
@@ -50,7 +59,16 @@ def test_every_rule_id_and_threshold_is_documented() -> None:
     text = (DOCS / "findings.md").read_text(encoding="utf-8")
     for rule_id in rules.RULE_IDS:
         assert f"### {rule_id}" in text, rule_id
-    for module in (rules, gpu_rules, myths):
+    for module in (
+        rules,
+        gpu_rules,
+        transfer_rules,
+        launch_rules,
+        cpu_rules,
+        memory_rules,
+        load_rules,
+        myths,
+    ):
         for name in dir(module):
             if re.fullmatch(r"[A-Z][A-Z_]+", name) and name not in {
                 "RULES",
@@ -58,6 +76,18 @@ def test_every_rule_id_and_threshold_is_documented() -> None:
                 "MYTHS",
                 "GPU_RULES",
                 "GPU_RULE_IDS",
+                "LAUNCH_RULES",
+                "LAUNCH_RULE_IDS",
+                "SOURCE",
+                "CPU_RULES",
+                "CPU_RULE_IDS",
+                "CAPTURE",
+                "COVERS_EN",
+                "COVERS_ZH",
+                "MEMORY_RULES",
+                "MEMORY_RULE_IDS",
+                "LOAD_RULES",
+                "LOAD_RULE_IDS",
             }:
                 assert f"`{name}`" in text, f"{module.__name__}.{name} is not in docs/findings.md"
     for check in myths.MYTHS:

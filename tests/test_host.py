@@ -1373,6 +1373,8 @@ def ref_split(
             .then(0)
             .otherwise(pl.col("duration_ns"))
             .alias("no_launch_record_ns"),
+            # The reference predates transfers as a cause (attribute_gaps without them).
+            pl.lit(0).alias("gpu_transfer_ns"),
         )
         .with_columns(
             # Without a CUDA API table there is no launch to look for: nothing is known.

@@ -212,3 +212,64 @@ def test_a_window_layer_keeps_only_the_segments_inside_it(
         if k in inside
     }
     assert got == expected
+
+
+# Disjoint segments per thread (thread, start, length, text, counted), built by cutting
+# each thread's line at random points.
+@st.composite
+def _text_segments(draw: st.DrawFn) -> list[tuple[int, int, int, int, bool]]:
+    out = []
+    for th in range(THREADS):
+        cuts = sorted(set(draw(st.lists(st.integers(0, HORIZON), max_size=12))))
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            if draw(st.booleans()):
+                # Text -2: in no range (left out); -1: crossing ranges (a text).
+                out.append((th, a, b - a, draw(st.integers(-2, 3)), draw(st.booleans())))
+    return out
+
+
+@given(_text_segments(), portions)
+@hsettings(max_examples=200, deadline=None)
+def test_time_per_text_sums_the_instants_of_each_portion(
+    segs: list[tuple[int, int, int, int, bool]], ps: list[tuple[int, int, int]]
+) -> None:
+    seg = [np.array([s[i] for s in segs], dtype=np.int64) for i in range(5)]
+    seg[2] = seg[1] + seg[2]  # lengths to ends
+    por = [np.array([p[i] for p in ps], dtype=np.int64) for i in range(3)]
+    por[2] = por[1] + por[2]
+    portion, first, covered, counted = host_loops.time_per_text(
+        [seg[0], seg[1], seg[2], seg[3], seg[4].astype(bool)], por
+    )
+    got = {
+        (int(p), int(seg[3][f])): (int(c), int(n))
+        for p, f, c, n in zip(portion, first, covered, counted, strict=True)
+    }
+    assert len(got) == len(portion)  # one row per (portion, text)
+    want: dict[tuple[int, int], list[int]] = {}
+    for p, (th, a, length) in enumerate(ps):
+        for t in range(a, a + length):
+            for s_th, s_a, s_len, text, is_counted in segs:
+                if s_th == th and s_a <= t < s_a + s_len and text >= -1:
+                    tally = want.setdefault((p, text), [0, 0])
+                    tally[0] += 1
+                    tally[1] += int(is_counted)
+    assert got == {k: (v[0], v[1]) for k, v in want.items()}
+    for f, p in zip(first, portion, strict=True):  # the named segment is one that met it
+        assert seg[0][f] == por[0][p]
+
+
+def test_innermost_ranges_takes_the_deepest_holding_range_else_the_latest() -> None:
+    # Thread 0: A [0,100) depth 1 holds B [10,50) depth 2; C [60,120) depth 2 crosses A.
+    ranges = [
+        np.array(v, dtype=np.int64) for v in ([0, 0, 0], [0, 10, 60], [100, 50, 120], [1, 2, 2])
+    ]
+    segments = [
+        np.array(v, dtype=np.int64)
+        for v in ([0, 0, 0, 0], [5, 20, 70, 105], [10, 40, 90, 110], [1, 2, 2, 1])
+    ]
+    # In A only; in B; in C (depth 2 and holding); after A ended, depth 1: C is the
+    # latest opened and still holds it.
+    assert host_loops.innermost_ranges(segments, ranges).tolist() == [0, 1, 2, 2]
+    # A segment running past every range open at its start has none.
+    past = [np.array(v, dtype=np.int64) for v in ([0], [90], [130], [2])]
+    assert host_loops.innermost_ranges(past, ranges).tolist() == [-1]

@@ -35,10 +35,11 @@ ALLOWED = frozenset(
     nsysan GPU GPUs CPU NCCL CUDA NVTX NVML GIL SM GR Active Issue DCGM PCIe NVLink NVSwitch DRAM
     MHz GHz KiB MiB GiB TiB ms µs ns s B UTC Nsight Systems Compute SOL Graph API OS I/O poll sleep
     nvidia-smi nsys ncu profile delay capture-range cudaProfilerApi sample cpu cpuctxsw process-tree
-    gpu-metrics-devices all trace cuda nvtx osrt plotly js cartesian bundle heatmap bar scatter
+    gpu-metrics-devices all trace cuda nvtx osrt plotly js cartesian bundle heatmap bar scatter true request
     cudaStreamSynchronize cudaDeviceSynchronize cudaMemcpyAsync Rust C warp DP TP PP MoE KV cache batch
     tokenizer gpu_gaps analyze unjoined AllReduce AllGather ReduceScatter Broadcast Reduce SendRecv
     Send Recv kernels csv Python CUDA_VISIBLE_DEVICES TARGET_INFO_GPU memcpy memset GPC JSON pts
+    NVIDIA cudaGraphLaunch cuGraphLaunch MPS
     """.split()
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]|[A-Za-z]")

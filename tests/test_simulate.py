@@ -96,10 +96,21 @@ def kernels(con: sqlite3.Connection, where: str = "1") -> dict[int, Intervals]:
     return dict(out)
 
 
+def gpu_work(con: sqlite3.Connection) -> dict[int, Intervals]:
+    """Kernel and graph-level CUDA graph execution intervals per deviceId."""
+    out = defaultdict(list, kernels(con))
+    if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in tables(con):
+        for dev, s, e in con.execute(
+            "SELECT deviceId, start, end FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+        ):
+            out[dev].append((s, e))
+    return dict(out)
+
+
 def busy_and_window(con: sqlite3.Connection) -> dict[int, tuple[Intervals, int, int]]:
     return {
         dev: (union(iv), min(s for s, _ in iv), max(e for _, e in iv))
-        for dev, iv in kernels(con).items()
+        for dev, iv in gpu_work(con).items()
     }
 
 
@@ -163,6 +174,8 @@ def test_registry_lists_every_scenario() -> None:
     assert set(SCENARIOS) == {
         "case-study", "case-study-fixed", "tp-heads", "pp-bubble", "moe-hot-expert",
         "dp-long-tail", "comm-bound", "memory-bound", "throttled", "balanced",
+        "serving-graphs", "serving-graphs-nodes",
+        "launch-bound", "cpu-saturated", "gil-blocked", "kv-cache-full", "request-burst",
     }  # fmt: skip
     assert all(SCENARIOS.values())
 
@@ -187,7 +200,14 @@ def test_truths_name_their_intended_finding(truths: dict[str, GroundTruth]) -> N
         "comm-bound": "comm-bound",
         "memory-bound": "memory-bound",
         "throttled": "clock-throttling",
+        "launch-bound": "launch-bound",
+        "cpu-saturated": "cpu-saturated",
+        "gil-blocked": "cpu-blocked",
+        "kv-cache-full": "memory-pressure",
+        "request-burst": "request-burst",
         "balanced": None,
+        "serving-graphs": None,
+        "serving-graphs-nodes": None,
     }
 
 
@@ -205,6 +225,28 @@ def _modelled_exports(shared: Path) -> list[Path]:
     return found
 
 
+# Tables the generator writes that no 2024.2 export we hold has (none used CUDA graphs):
+# their columns as NVIDIA documents them. GRAPH_TRACE: nsys's exporter writes the
+# CUpti_ActivityGraphTrace2 fields (docs.nvidia.com/cupti, "CUpti_ActivityGraphTrace2":
+# correlationId, start, end, deviceId, graphId, contextId, streamId) plus the process
+# (globalPid), the green context (greenContextId, in every table with contextId from
+# 2024.2 on, ../shared/docs/nsys-schema-notes.md) and graphExecId, in the export's
+# start/end-first order; the same list the issue quotes from real graph-level captures.
+DOCUMENTED_TABLES = {
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": [
+        "start", "end", "deviceId", "contextId", "greenContextId", "streamId",
+        "correlationId", "globalPid", "graphId", "graphExecId",
+    ],
+}  # fmt: skip
+
+
+def test_documented_tables_have_the_documented_columns(con_of: Opener) -> None:
+    con = con_of("serving-graphs")
+    for table, cols in DOCUMENTED_TABLES.items():
+        assert columns(con, table) == cols
+        assert list(schema.columns(table)) == cols
+
+
 @pytest.mark.shared
 def test_schema_is_a_subset_of_real_2024_2_exports(
     shared_traces: Path, sims: dict[str, Path]
@@ -219,12 +261,19 @@ def test_schema_is_a_subset_of_real_2024_2_exports(
             for table in tables(con):
                 cols = columns(con, table)
                 assert real.setdefault(table, cols) == cols
+    # No 2024.2 export in the shared traces has memory usage events; the generator writes
+    # the columns of the 2022.2 export T002 (checked in test_memory.py).
+    real.setdefault(
+        "CUDA_GPU_MEMORY_USAGE_EVENTS", list(schema.columns("CUDA_GPU_MEMORY_USAGE_EVENTS"))
+    )
+    assert not set(DOCUMENTED_TABLES) & set(real), "now in a real export: compare with it"
+    known = {**real, **DOCUMENTED_TABLES}
     for name, path in sims.items():
         with connect(path) as con:
             made = tables(con)
-            assert made <= set(real), (name, made - set(real))
+            assert made <= set(known), (name, made - set(known))
             for table in made:
-                assert columns(con, table) == real[table], (name, table)
+                assert columns(con, table) == known[table], (name, table)
 
 
 def test_metadata_says_version_and_that_it_is_generated(con_of: Opener) -> None:
@@ -324,17 +373,35 @@ def test_ids_encodings_and_launches(con_of: Opener, name: str) -> None:
     ):
         launches[(pid, corr)].append(start)
     for pid, corr, start in con.execute(
-        "SELECT globalPid >> 24, correlationId, start FROM CUPTI_ACTIVITY_KIND_KERNEL"
+        "SELECT globalPid >> 24, correlationId, start FROM CUPTI_ACTIVITY_KIND_KERNEL "
+        "WHERE graphNodeId IS NULL"
     ):
         calls = launches[(pid, corr)]
         assert len(calls) == 1 and calls[0] < start, (pid, corr)
+    # Graph executions and graph-node kernels: launched by one earlier cudaGraphLaunch.
+    graph_launches = dict(
+        ((pid, corr), start)
+        for pid, corr, start in con.execute(
+            "SELECT r.globalTid >> 24, r.correlationId, r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE 'cudaGraphLaunch%'"
+        )
+    )
+    graph_work = "SELECT globalPid >> 24, correlationId, start FROM CUPTI_ACTIVITY_KIND_KERNEL "
+    graph_work += "WHERE graphNodeId IS NOT NULL"
+    if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in tables(con):
+        graph_work += (
+            " UNION ALL SELECT globalPid >> 24, correlationId, start "
+            "FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+        )
+    for pid, corr, start in con.execute(graph_work):
+        assert graph_launches[(pid, corr)] < start, (pid, corr)
     # NCCL kernels come through the extended launch API, with their real names.
     nccl = con.execute(
         "SELECT DISTINCT s.value, d.value, l.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
         "JOIN StringIds s ON s.id = k.shortName JOIN StringIds d ON d.id = k.demangledName "
         "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId "
         "AND (r.globalTid >> 24) = (k.globalPid >> 24) JOIN StringIds l ON l.id = r.nameId "
-        f"WHERE s.value LIKE '{NCCL_PREFIX}%'"
+        f"WHERE s.value LIKE '{NCCL_PREFIX}%' AND k.graphNodeId IS NULL"
     ).fetchall()
     for short, demangled, api in nccl:
         assert demangled == f"{short}(ncclDevComm *, unsigned long, ncclWork *)"
@@ -350,9 +417,8 @@ def test_ids_encodings_and_launches(con_of: Opener, name: str) -> None:
     assert used <= named
     # The captured window holds every event.
     lo, hi = con.execute("SELECT startTime, stopTime FROM ANALYSIS_DETAILS").fetchone()
-    k_lo, k_hi = con.execute(
-        "SELECT MIN(start), MAX(end) FROM CUPTI_ACTIVITY_KIND_KERNEL"
-    ).fetchone()
+    work = [iv for ivs in gpu_work(con).values() for iv in ivs]
+    k_lo, k_hi = min(s for s, _ in work), max(e for _, e in work)
     assert lo < k_lo and k_hi < hi
 
 

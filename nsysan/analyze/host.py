@@ -65,6 +65,7 @@ the named segments one by one, for the text.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -75,12 +76,15 @@ import polars as pl
 from nsysan.analyze.host_loops import (
     EdgeStreams,
     cause_segments,
+    codes_at,
     find_rows,
     first_largest,
     gather_sorted,
+    innermost_ranges,
     time_per_cause,
+    time_per_text,
 )
-from nsysan.intervals import sort_if_needed
+from nsysan.intervals import rows_by_unit, sort_if_needed
 from nsysan.model import Capabilities, Trace
 from nsysan.settings import Settings
 
@@ -128,6 +132,7 @@ CAUSES = (
     "unattributed",
     "unattributed_no_data",
     "launch_call",
+    "gpu_transfer",
     "gpu_wait",
     "no_launch_record",
 )
@@ -146,6 +151,7 @@ CAUSE_LABELS = {
     "unattributed": "unattributed",
     "unattributed_no_data": "unattributed (no data)",
     "launch_call": "in the launch call of the next operation",
+    "gpu_transfer": "GPU busy with a transfer (memcpy/memset)",
     "gpu_wait": "GPU-side wait (work already queued)",
     "no_launch_record": "no launch record",
 }
@@ -739,42 +745,58 @@ def _layers(
     }
 
 
-def _nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.LazyFrame:
-    """Feeding-thread NVTX ranges with their nesting depth (1 = outermost), by start."""
+def _nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
+    """Feeding-thread NVTX ranges with their nesting depth (1 = outermost).
+
+    Sorted by ``_th``, then start, ranges opened at one instant outermost (longest)
+    first. Columns ``_th, start_ns, _range_end, text, _depth``.
+    """
     ranges = (
         _positive(_feeding(trace.nvtx, threads))
-        .select(_TH, "start_ns", "end_ns", pl.col("text").fill_null(NVTX_NO_TEXT))
-        .sort([_TH, "start_ns", "end_ns"], descending=[False, False, True], maintain_order=True)
-        .with_columns(pl.int_range(pl.len()).over(_TH).alias("_pos"))
-    )
-    ends = (
-        ranges.select(_TH, "end_ns")
-        .sort(_TH, "end_ns")
-        .with_columns(pl.int_range(1, pl.len() + 1).over(_TH).alias("_closed"))
-        .group_by(_TH, "end_ns")
-        .agg(pl.col("_closed").max())
-        .sort("end_ns")
-    )
-    # Depth = ranges opened so far (this one included) - ranges closed by its start;
-    # exact for properly nested (push/pop) ranges.
-    return (
-        ranges.sort("start_ns", maintain_order=True)
-        .join_asof(
-            ends,
-            left_on="start_ns",
-            right_on="end_ns",
-            by=_TH,
-            strategy="backward",
-            check_sortedness=False,
-        )
         .select(
             _TH,
             "start_ns",
             pl.col("end_ns").alias("_range_end"),
-            "text",
-            (pl.col("_pos") + 1 - pl.col("_closed").fill_null(0)).cast(pl.Int64).alias("_depth"),
+            pl.col("text").fill_null(NVTX_NO_TEXT),
         )
+        .collect(engine=_ENGINE)
     )
+    ranges = ranges[_range_order(*(ranges[c].to_numpy() for c in (_TH, "start_ns", "_range_end")))]
+    depth = _nesting_depth(
+        ranges[_TH].to_numpy(), ranges["start_ns"].to_numpy(), ranges["_range_end"].to_numpy()
+    )
+    return ranges.with_columns(pl.Series("_depth", depth))
+
+
+def _range_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The permutation sorting ranges by thread, start, then end descending (stable).
+
+    Ranges come in time order, threads interleaved: a stable sort by the small thread
+    number is then the whole sort, unless two ranges open at one instant with the
+    inner one first (then the full three-key sort runs).
+    """
+    if len(start) and np.all(start[:-1] <= start[1:]):
+        narrow = thread.astype(np.uint16) if thread.max() < 1 << 16 else thread
+        order = np.argsort(narrow, kind="stable")
+        t, s, e = thread[order], start[order], end[order]
+        if not np.any((t[1:] == t[:-1]) & (s[1:] == s[:-1]) & (e[1:] > e[:-1])):
+            return order
+    return np.lexsort((-end, start, thread))
+
+
+def _nesting_depth(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per range (sorted by thread, start), the ranges of its thread open at its start.
+
+    Ranges opened so far (this one included) minus those ended by its start; exact
+    for properly nested (push/pop) ranges.
+    """
+    depth = np.empty(len(thread), dtype=np.int64)
+    cuts = [0, *(np.flatnonzero(np.diff(thread)) + 1), len(thread)]
+    for lo, hi in itertools.pairwise(cuts):
+        ended = np.sort(end[lo:hi])
+        opened = np.arange(1, hi - lo + 1)
+        depth[lo:hi] = opened - np.searchsorted(ended, start[lo:hi], side="right")
+    return depth
 
 
 def _cause_segments(
@@ -792,28 +814,7 @@ def _cause_segments(
     end_ns``), only the time inside them: on a busy host the whole timeline has
     several segments per kernel, most of them where no gap ever looks.
     """
-    plans = _layers(trace, threads, signature)
-    layers = dict(zip(plans, pl.collect_all(plans.values(), engine=_ENGINE), strict=True))
-    streams = EdgeStreams()
-    for number, cause in enumerate(HOST_CAUSES):
-        layer = layers[cause]
-        if not layer.is_empty():
-            streams.add_layer(
-                number,
-                layer[_TH].to_numpy(),
-                layer["start_ns"].to_numpy(),
-                layer["end_ns"].to_numpy(),
-            )
-    nvtx_layer = HOST_CAUSES.index("nvtx") if not layers["nvtx"].is_empty() else -1
-    window_layer = -1
-    if portions is not None:
-        window_layer = len(HOST_CAUSES)
-        streams.add_layer(
-            window_layer,
-            portions[_TH].to_numpy(),
-            portions["start_ns"].to_numpy(),
-            portions["end_ns"].to_numpy(),
-        )
+    streams, nvtx_layer, window_layer = _edge_streams(trace, threads, signature, portions)
     th, start, end, cause, depth = cause_segments(
         streams, len(HOST_CAUSES), nvtx_layer, window_layer
     )
@@ -828,6 +829,43 @@ def _cause_segments(
     )
 
 
+def _edge_streams(
+    trace: Trace,
+    threads: pl.DataFrame,
+    signature: pl.DataFrame,
+    portions: pl.DataFrame | None,
+) -> tuple[EdgeStreams, int, int]:
+    """The cause layers' (and the portions') edges; the NVTX and window layer numbers.
+
+    The layer tables are gone when this returns: only their edges stay for the sweep.
+    """
+    plans = _layers(trace, threads, signature)
+    layers = dict(zip(plans, pl.collect_all(plans.values(), engine=_ENGINE), strict=True))
+    streams = EdgeStreams()
+    nvtx_layer = -1
+    for number, cause in enumerate(HOST_CAUSES):
+        layer = layers.pop(cause)
+        if not layer.is_empty():
+            streams.add_layer(
+                number,
+                layer[_TH].to_numpy(),
+                layer["start_ns"].to_numpy(),
+                layer["end_ns"].to_numpy(),
+            )
+        if cause == "nvtx" and not layer.is_empty():
+            nvtx_layer = number
+    window_layer = -1
+    if portions is not None:
+        window_layer = len(HOST_CAUSES)
+        streams.add_layer(
+            window_layer,
+            portions[_TH].to_numpy(),
+            portions["start_ns"].to_numpy(),
+            portions["end_ns"].to_numpy(),
+        )
+    return streams, nvtx_layer, window_layer
+
+
 def _with_cause(segments: pl.LazyFrame) -> pl.LazyFrame:
     """``segments`` with the cause named (``cause``, an Enum of :data:`HOST_CAUSES`)."""
     numbers = list(range(len(HOST_CAUSES)))
@@ -838,35 +876,48 @@ def _with_cause(segments: pl.LazyFrame) -> pl.LazyFrame:
     ).drop("_cause")
 
 
+# Innermost-range rows of segments (host_loops.innermost_ranges): no range holds the
+# segment / ranges cross there.
+_OUTSIDE, _CROSSING = -2, -1
+
+
+def _innermost(
+    segments: pl.DataFrame, trace: Trace, threads: pl.DataFrame
+) -> tuple[pl.DataFrame, np.ndarray]:
+    """The feeding threads' NVTX ranges and, per segment, the row of its innermost one.
+
+    The row is :data:`_OUTSIDE` for segments in no range (depth 0) and
+    :data:`_CROSSING` where ranges cross instead of nesting and no single range is
+    innermost (:func:`~nsysan.analyze.host_loops.innermost_ranges`).
+    """
+    ranges = _nvtx_ranges(trace, threads)
+    found = innermost_ranges(
+        [segments[c].to_numpy() for c in (_TH, "start_ns", "end_ns", "_depth")],
+        [ranges[c].to_numpy() for c in (_TH, "start_ns", "_range_end", "_depth")],
+    )
+    return ranges, found
+
+
+def _range_texts(ranges: pl.DataFrame, rows: np.ndarray) -> pl.Series:
+    """``nvtx_text`` of range ``rows`` (:data:`NVTX_CROSSING` for :data:`_CROSSING`)."""
+    dtype = ranges.schema["text"]
+    crossing = pl.lit(NVTX_CROSSING).cast(dtype)
+    if not ranges.height:
+        return pl.select(pl.repeat(crossing, len(rows))).to_series().alias("nvtx_text")
+    at = pl.Series(rows)
+    text = ranges["text"].gather(at.set(at < 0, 0))
+    return pl.select(
+        pl.when(pl.lit(at) >= 0).then(pl.lit(text)).otherwise(crossing).alias("nvtx_text")
+    ).to_series()
+
+
 def _named(segments: pl.DataFrame, trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
     """The ``segments`` inside NVTX ranges, in order, with ``nvtx_text`` (innermost range)."""
-    ranges = _nvtx_ranges(trace, threads)
-    latest = ranges.select(
-        _TH, "start_ns", pl.col("_range_end").alias("_any_end"), pl.col("text").alias("_any_text")
-    )
-    # The segments are sorted by start within each thread, which is all the as-of
-    # joins by thread need; their order is kept.
-    return (
-        _with_cause(segments.lazy().filter(pl.col("_depth") > 0))
-        .join_asof(
-            ranges, on="start_ns", by=[_TH, "_depth"], strategy="backward", check_sortedness=False
-        )
-        .join_asof(latest, on="start_ns", by=_TH, strategy="backward", check_sortedness=False)
-        .select(
-            _TH,
-            "start_ns",
-            "end_ns",
-            "cause",
-            pl.when(pl.col("_range_end") >= pl.col("end_ns"))
-            .then(pl.col("text"))
-            # Only ranges that cross instead of nesting get here: the most recently
-            # opened range if it is still open, else no single innermost range.
-            .when(pl.col("_any_end") >= pl.col("end_ns"))
-            .then(pl.col("_any_text"))
-            .otherwise(pl.lit(NVTX_CROSSING))
-            .alias("nvtx_text"),
-        )
-        .collect(engine=_ENGINE)
+    ranges, found = _innermost(segments, trace, threads)
+    inside = found != _OUTSIDE
+    named = _with_cause(segments.lazy().filter(pl.Series(inside))).collect(engine=_ENGINE)
+    return named.select(_TH, "start_ns", "end_ns", "cause").with_columns(
+        _range_texts(ranges, found[inside])
     )
 
 
@@ -919,63 +970,6 @@ def _time_in(portions: pl.DataFrame, segments: pl.DataFrame, gaps: int) -> dict[
     )
     names = [*(f"{HOST_CAUSES[c]}_ns" for c in present), "_nvtx_ns"]
     return dict(zip(names, spent, strict=True))
-
-
-def _overlaps(portions: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame:
-    """Interval join: ``_gap, cause, nvtx_text, overlap_ns`` for each portion x segment overlap.
-
-    ``portions`` (``_gap, _th, start_ns, end_ns``) may overlap one another;
-    ``segments`` are disjoint per thread and sorted by ``_th, start_ns``. Each
-    portion meets a contiguous run of its thread's segments, found with two as-of
-    joins and expanded.
-    """
-    segs = segments.with_row_index("_i")
-    starts = segs.lazy().select(_TH, pl.col("start_ns").alias("_s"), "_i")
-    first_of_thread = starts.filter(_run_starts([_TH])).select(_TH, pl.col("_i").alias("_i_first"))
-    runs = (
-        portions.lazy()
-        .select(
-            "_gap",
-            _TH,
-            pl.col("start_ns").alias("_a"),
-            pl.col("end_ns").alias("_b"),
-            (pl.col("end_ns") - 1).alias("_b_last"),
-        )
-        .sort("_a")
-        .join_asof(
-            starts, left_on="_a", right_on="_s", by=_TH, strategy="backward", check_sortedness=False
-        )
-        .rename({"_i": "_i0"})
-        .drop("_s")
-        .sort("_b_last")
-        .join_asof(
-            starts,
-            left_on="_b_last",
-            right_on="_s",
-            by=_TH,
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .rename({"_i": "_i1"})
-        .join(first_of_thread, on=_TH, how="left")
-        .with_columns(pl.coalesce("_i0", "_i_first").alias("_i0"))
-        .filter(pl.col("_i1").is_not_null() & (pl.col("_i1") >= pl.col("_i0")))
-        .select(
-            "_gap", "_a", "_b", pl.int_ranges("_i0", pl.col("_i1") + 1, dtype=pl.UInt32).alias("_i")
-        )
-        .explode("_i")
-        .collect(engine=_ENGINE)
-    )
-    # Row numbers index the segments directly: a gather, not a join.
-    met = segs.select("start_ns", "end_ns", "cause", "nvtx_text")[runs["_i"]]
-    overlap = pl.min_horizontal("end_ns", "_b") - pl.max_horizontal("start_ns", "_a")
-    return (
-        pl.concat([runs, met], how="horizontal")
-        .lazy()
-        .select("_gap", "cause", "nvtx_text", overlap.alias("overlap_ns"))
-        .filter(pl.col("overlap_ns") > 0)
-        .collect(engine=_ENGINE)
-    )
 
 
 def _clamp(col: str) -> pl.Expr:
@@ -1060,33 +1054,137 @@ def _host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return threads, portions
 
 
+def _transfer_pieces(table: pl.DataFrame, transfers: pl.DataFrame) -> tuple[np.ndarray, ...]:
+    """The parts of the gaps under a transfer: ``gap, start, end`` arrays.
+
+    Gaps of one GPU are disjoint and in start order, and so is each GPU's transfer
+    union: each transfer interval meets a run of consecutive gaps, found by binary
+    search, so the cost follows the transfers (few), not the gaps (millions).
+    """
+    gpu = table["gpu"].to_numpy()
+    g_start = table["start_ns"].to_numpy()
+    g_end = table["end_ns"].to_numpy()
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    by_gpu = transfers.partition_by("gpu", as_dict=True, maintain_order=True)
+    rows = rows_by_unit(gpu, [int(key[0]) for key in by_gpu])
+    for key, iv in by_gpu.items():
+        where = np.arange(len(gpu))[rows[int(key[0])]]
+        if where.size == 0:
+            continue
+        order = np.argsort(g_start[where], kind="stable")
+        where = where[order]
+        starts, ends = g_start[where], g_end[where]
+        t_start, t_end = iv["start_ns"].to_numpy(), iv["end_ns"].to_numpy()
+        first = np.searchsorted(ends, t_start, side="right")
+        stop = np.searchsorted(starts, t_end, side="left")
+        counts = np.clip(stop - first, 0, None)
+        total = int(counts.sum())
+        if total == 0:
+            continue
+        which = np.repeat(np.arange(len(t_start)), counts)
+        offset = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        gap = where[np.repeat(first, counts) + offset]
+        lo = np.maximum(t_start[which], g_start[gap])
+        hi = np.minimum(t_end[which], g_end[gap])
+        keep = hi > lo
+        parts.append((gap[keep], lo[keep], hi[keep]))
+    if not parts:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    return tuple(np.concatenate(arrays) for arrays in zip(*parts, strict=True))
+
+
+def _transfer_time(
+    table: pl.DataFrame,
+    portions: pl.DataFrame,
+    segments: pl.DataFrame,
+    transfers: pl.DataFrame,
+) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
+    """Each gap's time with a transfer running on its GPU, by where it falls.
+
+    Adds ``_t_gap`` (in the whole gap), ``_t_host`` (in its host portion ``[S, l)``)
+    and ``_t_call`` (in its launch call ``[l, le)``) to ``table``; returns, per gap, the
+    host causes' time inside the transfers (to take out of those causes) and
+    ``_nvtx_ns`` likewise.
+    """
+    n = table.height
+    iv = transfers.select(pl.col("gpu").cast(table.schema["gpu"]), "start_ns", "end_ns")
+    gap, lo, hi = _transfer_pieces(table, iv)
+    start = table["start_ns"].to_numpy()
+    launch = table.select(pl.coalesce("_l", "start_ns")).to_series().to_numpy()
+    returned = table.select(pl.coalesce("_le", "start_ns")).to_series().to_numpy()
+    l_at, le_at = launch[gap], returned[gap]
+
+    def per_gap(lengths: np.ndarray) -> np.ndarray:
+        return np.bincount(gap, weights=np.clip(lengths, 0, None), minlength=n).astype(np.int64)
+
+    host_end = np.minimum(hi, l_at)
+    table = table.with_columns(
+        pl.Series("_t_gap", per_gap(hi - lo)),
+        pl.Series("_t_host", per_gap(host_end - lo)),
+        pl.Series("_t_call", per_gap(np.minimum(hi, le_at) - np.maximum(lo, l_at))),
+    )
+    # The host portions' pieces under a transfer, with their gap's feeding thread.
+    thread = np.full(n, -1, dtype=np.int64)
+    thread[portions["_gap"].to_numpy()] = portions[_TH].to_numpy()
+    host = (host_end > lo) & (thread[gap] >= 0) & (lo >= start[gap])
+    if not host.any():
+        return table, {}
+    pieces = pl.DataFrame(
+        {
+            "_gap": gap[host].astype(np.uint32),
+            _TH: thread[gap[host]],
+            "start_ns": lo[host],
+            "end_ns": host_end[host],
+        }
+    ).with_columns(
+        pl.col("_gap").cast(portions.schema["_gap"]), pl.col(_TH).cast(portions.schema[_TH])
+    )
+    return table, _time_in(pieces, segments, n)
+
+
 def _split(
     table: pl.DataFrame,
     per_cause: dict[str, np.ndarray],
     text_time: pl.DataFrame,
     has_api: bool,
     no_host_data: bool,
+    carve: bool = False,
 ) -> tuple[pl.DataFrame, frozenset[str]]:
     """Adds ``<cause>_ns`` for every cause, ``cause`` and ``nvtx_text`` to each gap.
+
+    With ``carve``, ``table`` has the transfer time of each gap in all (``_t_gap``), in
+    its host portion (``_t_host``) and in its launch call (``_t_call``): that time is
+    ``gpu_transfer`` and leaves the positional parts it falls in.
 
     Also returns the cause columns that are 0 for every gap: they stay constant
     columns, which take no memory (a dozen columns of millions of rows would).
     """
-    host_len = pl.when(_LAUNCHED).then(pl.col("_l") - pl.col("start_ns")).otherwise(0)
+    zero = pl.lit(0, dtype=pl.Int64)
+    t_gap, t_host, t_call = (
+        (pl.col("_t_gap"), pl.col("_t_host"), pl.col("_t_call")) if carve else (zero, zero, zero)
+    )
+    host_len = pl.when(_LAUNCHED).then(pl.col("_l") - pl.col("start_ns") - t_host).otherwise(0)
     rest = host_len - pl.sum_horizontal(pl.lit(0), *(pl.col(name) for name in per_cause))
     columns: dict[str, pl.Expr | None] = {f"{c}_ns": None for c in CAUSES}
+    if carve:
+        columns["gpu_transfer_ns"] = t_gap
     if not has_api:
         # Without a CUDA API table there is no launch to look for: nothing is known.
-        columns["unattributed_no_data_ns"] = pl.col("duration_ns")
+        columns["unattributed_no_data_ns"] = pl.col("duration_ns") - t_gap
     else:
         columns["unattributed_no_data_ns" if no_host_data else "unattributed_ns"] = rest
         columns["launch_call_ns"] = (
-            pl.when(_LAUNCHED).then(pl.col("_le") - pl.col("_l")).otherwise(0)
+            pl.when(_LAUNCHED).then(pl.col("_le") - pl.col("_l") - t_call).otherwise(0)
         )
         columns["gpu_wait_ns"] = (
-            pl.when(_LAUNCHED).then(pl.col("end_ns") - pl.col("_le")).otherwise(0)
+            pl.when(_LAUNCHED)
+            .then(pl.col("end_ns") - pl.col("_le") - (t_gap - t_host - t_call))
+            .otherwise(0)
         )
-        columns["no_launch_record_ns"] = pl.when(_LAUNCHED).then(0).otherwise(pl.col("duration_ns"))
+        columns["no_launch_record_ns"] = (
+            pl.when(_LAUNCHED).then(0).otherwise(pl.col("duration_ns") - t_gap)
+        )
     constant = frozenset(
         name for name, expr in columns.items() if expr is None and name not in per_cause
     )
@@ -1129,19 +1227,41 @@ def _largest(columns: Sequence[str], names: Sequence[str]) -> pl.Expr:
     ).replace_strict(list(range(len(names))), list(names), return_dtype=pl.String)
 
 
-def _text_time(hits: pl.DataFrame) -> pl.DataFrame:
-    """Per gap and innermost NVTX text: ``covered_ns`` and ``nvtx_ns`` (from named hits)."""
+def _text_time(
+    portions: pl.DataFrame, segments: pl.DataFrame, trace: Trace, threads: pl.DataFrame
+) -> pl.DataFrame:
+    """Per gap and innermost NVTX text: ``covered_ns`` and ``nvtx_ns``.
+
+    ``portions`` (``_gap, _th, start_ns, end_ns``) may overlap one another;
+    ``segments`` are :func:`_cause_segments` (disjoint per thread, sorted by ``_th,
+    start_ns``). ``covered_ns`` is the portion time inside ranges of that text, any
+    cause; ``nvtx_ns`` the part of it attributed to the ``nvtx`` cause.
+    """
+    ranges, found = _innermost(segments, trace, threads)
+    # A text is a range's category code; crossing ranges get one code of their own,
+    # and segments outside every range are left out of the sweep.
+    text = codes_at(found, ranges["text"].to_physical().cast(pl.Int64).to_numpy())
+    cols = (_TH, "start_ns", "end_ns")
+    portion, first, covered, nvtx = time_per_text(
+        [
+            *(segments[c].to_numpy() for c in cols),
+            text,
+            segments["_cause"].to_numpy() == HOST_CAUSES.index("nvtx"),
+        ],
+        [portions[c].to_numpy() for c in cols],
+    )
+    # A gap with several portions (threads) adds them up.
     return (
-        hits.lazy()
-        .with_columns(
-            pl.when(pl.col("cause") == "nvtx").then(pl.col("overlap_ns")).otherwise(0).alias("_n")
+        pl.DataFrame(
+            [
+                portions["_gap"].gather(portion),
+                _range_texts(ranges, found[first]),
+                pl.Series("covered_ns", covered),
+                pl.Series("nvtx_ns", nvtx),
+            ]
         )
         .group_by("_gap", "nvtx_text")
-        .agg(
-            pl.col("overlap_ns").sum().alias("covered_ns"),
-            pl.col("_n").sum().alias("nvtx_ns"),
-        )
-        .collect(engine=_ENGINE)
+        .agg(pl.col("covered_ns").sum(), pl.col("nvtx_ns").sum())
     )
 
 
@@ -1170,11 +1290,14 @@ def attribute_gaps(
     gaps: pl.DataFrame,
     settings: Settings | None = None,
     keys: Sequence[str] = ("gpu",),
+    transfers: pl.DataFrame | None = None,
 ) -> HostResult:
     """Attribute every gap's time to host-side and GPU-side causes (see the module docstring).
 
     ``gaps`` is :attr:`GapsResult.gaps` (``keys`` + ``start_ns, end_ns``) and ``keys``
-    its unit keys (:attr:`GapsResult.keys`); ``gpu`` must be among them.
+    its unit keys (:attr:`GapsResult.keys`); ``gpu`` must be among them. ``transfers``
+    (``gpu, start_ns, end_ns``, per-GPU memcpy/memset time) is gap time of its own
+    cause, ``gpu_transfer``, whatever the host did meanwhile (per-GPU keys only).
     """
     settings = settings or Settings()
     keys = list(keys)
@@ -1190,10 +1313,16 @@ def attribute_gaps(
     signature = gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi"))
     segments = _cause_segments(trace, threads, signature, portions)
     spent = _time_in(portions, segments, table.height)
+    carve = transfers is not None and transfers.height > 0 and keys == ["gpu"]
+    if carve:
+        assert transfers is not None
+        table, in_transfer = _transfer_time(table, portions, segments, transfers)
+        for name, values in in_transfer.items():
+            spent[name] = spent.get(name, np.zeros(table.height, dtype=np.int64)) - values
     # Only portions with time inside NVTX ranges need the costlier interval join.
     in_ranges = portions.filter(spent.pop("_nvtx_ns")[portions["_gap"].to_numpy()] > 0)
-    text_time = _text_time(_overlaps(in_ranges, _named(segments, trace, threads)))
-    table, constant = _split(table, spent, text_time, has_api, no_host_data)
+    text_time = _text_time(in_ranges, segments, trace, threads)
+    table, constant = _split(table, spent, text_time, has_api, no_host_data, carve)
 
     feed = [
         *([pl.col("_feed_source").alias("source")] if "source" not in keys else []),

@@ -26,11 +26,14 @@ from numba import njit
 
 __all__ = [
     "EdgeStreams",
+    "codes_at",
     "cause_segments",
     "find_rows",
     "first_largest",
     "gather_sorted",
+    "innermost_ranges",
     "time_per_cause",
+    "time_per_text",
 ]
 
 
@@ -66,15 +69,22 @@ class EdgeStreams:
             self.layers.append(layer)
             self.steps.append(step)
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """All streams end to end: threads, times, and where each stream starts (plus the end)."""
+    def take_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """All streams end to end: threads, times, and where each stream starts (plus the end).
+
+        The streams are handed over (the object is empty afterwards), so their
+        separate copies are freed before the sweep allocates its output.
+        """
         offsets = np.zeros(len(self._times) + 1, dtype=np.int64)
         np.cumsum([len(t) for t in self._times], out=offsets[1:])
         if not self._times:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), offsets
         # Thread numbers keep their (narrow) type: these are tens of millions of edges.
         threads = np.concatenate(self._threads)
-        return threads, np.concatenate(self._times).astype(np.int64, copy=False), offsets
+        self._threads = []
+        times = np.concatenate(self._times).astype(np.int64, copy=False)
+        self._times, self.layers, self.steps = [], [], []
+        return threads, times, offsets
 
 
 def _thread_time_order(thread: np.ndarray, times: np.ndarray) -> np.ndarray | None:
@@ -112,13 +122,14 @@ def cause_segments(
     inside at least one of that layer's intervals gives segments: the rest of the
     timeline, which no host portion reads, is never stored.
     """
-    threads, times, offsets = streams.arrays()
+    layers, steps = streams.layers, streams.steps
+    threads, times, offsets = streams.take_arrays()
     return _sweep(
         threads,
         times,
         offsets,
-        np.asarray(streams.layers, dtype=np.int64),
-        np.asarray(streams.steps, dtype=np.int64),
+        np.asarray(layers, dtype=np.int64),
+        np.asarray(steps, dtype=np.int64),
         layer_count,
         depth_layer,
         window_layer,
@@ -139,7 +150,7 @@ def _sweep(
     seg_start = np.empty(capacity, dtype=np.int64)
     seg_end = np.empty(capacity, dtype=np.int64)
     seg_cause = np.empty(capacity, dtype=np.int8)
-    seg_depth = np.empty(capacity, dtype=np.int64)
+    seg_depth = np.empty(capacity, dtype=np.int32)
     count = 0
     prev_thread, prev_time, prev_cause, prev_depth = -1, 0, -1, 0
     prev_inside = window_layer < 0
@@ -384,3 +395,153 @@ def find_rows(table, rows, queries):  # type: ignore[no-untyped-def]
         if table[at] == queries[k]:
             found[k] = rows[at]
     return found
+
+
+def time_per_text(
+    segments: Sequence[np.ndarray], portions: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per portion and text, the time of the segments with that text inside the portion.
+
+    ``segments``: thread, start, end, text (an integer code; segments with a code
+    below -1 have no text and are left out), counted (whether the time also counts
+    as ``counted_ns``); disjoint per thread and sorted by thread then start, so their
+    ends rise too. ``portions``: thread, start, end, in any order and
+    possibly overlapping one another. Returns, one row per (portion, text) met:
+    the portion's row, the row of the first segment with that text (to name it),
+    ``covered_ns`` and ``counted_ns``. Each portion searches its thread's segments
+    once and walks the run it meets; no table of (portion, segment) pairs is built.
+    """
+    th, start, end, text = (np.ascontiguousarray(a) for a in segments[:4])
+    counted = np.ascontiguousarray(segments[4], dtype=np.bool_)
+    p_th, p_start, p_end = (np.ascontiguousarray(a) for a in portions)
+    rows = _texts_met(th, start, end, text, p_th, p_start, p_end)
+    return _text_totals(th, start, end, text, counted, p_th, p_start, p_end, rows)
+
+
+@_compiled
+def _first_meeting(seg_th, seg_end, th, start):  # type: ignore[no-untyped-def]
+    """The first segment of thread ``th`` ending after ``start``, and its thread's end row."""
+    lo = np.searchsorted(seg_th, th, side="left")
+    hi = np.searchsorted(seg_th, th, side="right")
+    return lo + np.searchsorted(seg_end[lo:hi], start, side="right"), hi
+
+
+@_compiled
+def _texts_met(th, start, end, text, p_th, p_start, p_end):  # type: ignore[no-untyped-def]
+    """Distinct texts per portion: its rows in the output."""
+    rows = np.zeros(len(p_th), dtype=np.int64)
+    seen = np.empty(0, dtype=np.int64)
+    for p in range(len(p_th)):
+        i, hi = _first_meeting(th, end, p_th[p], p_start[p])
+        first = i
+        while i < hi and start[i] < p_end[p]:
+            i += 1
+        if len(seen) < i - first:
+            seen = np.empty(2 * (i - first), dtype=np.int64)
+        n = 0
+        for k in range(first, i):
+            if text[k] < -1 or min(end[k], p_end[p]) <= max(start[k], p_start[p]):
+                continue
+            known = False
+            for m in range(n):
+                if seen[m] == text[k]:
+                    known = True
+                    break
+            if not known:
+                seen[n] = text[k]
+                n += 1
+        rows[p] = n
+    return rows
+
+
+@_compiled
+def _text_totals(th, start, end, text, counted, p_th, p_start, p_end, rows):  # type: ignore[no-untyped-def]
+    total = rows.sum()
+    portion = np.empty(total, dtype=np.int64)
+    first_segment = np.empty(total, dtype=np.int64)
+    covered = np.zeros(total, dtype=np.int64)
+    counted_ns = np.zeros(total, dtype=np.int64)
+    out = 0
+    for p in range(len(p_th)):
+        i, hi = _first_meeting(th, end, p_th[p], p_start[p])
+        n = 0  # texts of this portion so far: rows out .. out + n
+        while i < hi and start[i] < p_end[p]:
+            o = min(end[i], p_end[p]) - max(start[i], p_start[p])
+            if o > 0 and text[i] >= -1:
+                at = -1
+                for m in range(n):
+                    if text[first_segment[out + m]] == text[i]:
+                        at = out + m
+                        break
+                if at < 0:
+                    at = out + n
+                    n += 1
+                    portion[at], first_segment[at] = p, i
+                covered[at] += o
+                if counted[i]:
+                    counted_ns[at] += o
+            i += 1
+        out += n
+    return portion, first_segment, covered, counted_ns
+
+
+def innermost_ranges(segments: Sequence[np.ndarray], ranges: Sequence[np.ndarray]) -> np.ndarray:
+    """Per segment, the row of the innermost NVTX range holding it; -1 where ranges cross.
+
+    Segments outside every range (depth 0) get -2. ``segments`` (thread, start, end,
+    depth: the NVTX ranges open) and ``ranges`` (thread, start, end,
+    depth) are sorted by thread then start (ranges opened at one instant outermost
+    first). The candidate is the last range opened at or before the segment's start
+    at the segment's depth; when it ended before the segment ends (ranges that cross
+    instead of nesting), the most recently opened range if it still holds the
+    segment; else none.
+    """
+    # Arrays keep their integer types (no copies of tens of millions of rows).
+    s_th, s_start, s_end, s_depth = (np.ascontiguousarray(a) for a in segments)
+    r_th, r_start, r_end, r_depth = (np.ascontiguousarray(a) for a in ranges)
+    return _innermost_ranges(s_th, s_start, s_end, s_depth, r_th, r_start, r_end, r_depth)
+
+
+@_compiled
+def _innermost_ranges(s_th, s_start, s_end, s_depth, r_th, r_start, r_end, r_depth):  # type: ignore[no-untyped-def]
+    found = np.full(len(s_th), -1, dtype=np.int64)
+    deepest = max(1, r_depth.max() + 1) if len(r_depth) else 1
+    last_at_depth = np.full(deepest, -1, dtype=np.int64)
+    latest = -1
+    thread = -1
+    j = 0
+    for i in range(len(s_th)):
+        if s_th[i] != thread:
+            thread = s_th[i]
+            last_at_depth[:] = -1
+            latest = -1
+            while j < len(r_th) and r_th[j] < thread:
+                j += 1
+        while j < len(r_th) and r_th[j] == thread and r_start[j] <= s_start[i]:
+            if r_depth[j] > 0:
+                last_at_depth[r_depth[j]] = j
+            latest = j
+            j += 1
+        d = s_depth[i]
+        if d <= 0:
+            found[i] = -2
+            continue
+        candidate = last_at_depth[d] if d < deepest else -1
+        if candidate >= 0 and r_end[candidate] >= s_end[i]:
+            found[i] = candidate
+        elif latest >= 0 and r_end[latest] >= s_end[i]:
+            found[i] = latest
+    return found
+
+
+@_compiled
+def codes_at(rows, codes):  # type: ignore[no-untyped-def]
+    """``codes[rows]`` where ``rows >= 0``, else ``rows`` itself (negative markers kept).
+
+    One output array, where the numpy expression makes three temporaries of the
+    length of ``rows`` (tens of millions of segments).
+    """
+    out = np.empty(len(rows), dtype=np.int64)
+    for i in range(len(rows)):
+        out[i] = codes[rows[i]] if rows[i] >= 0 else rows[i]
+    return out

@@ -30,8 +30,8 @@ EXPORT_SUFFIXES = (".sqlite", ".sqlite3")
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
 NOT_EXPORTED = (
-    "an Nsight Systems report, not a SQLite export: run "
-    "`nsys export --type sqlite --output FILE.sqlite FILE` first"
+    "an Nsight Systems report and no nsys to export it (none on PATH; give --nsys FILE), "
+    "or run `nsys export --type sqlite --output FILE.sqlite FILE` first"
 )
 
 
@@ -91,7 +91,7 @@ def safe_member_name(name: str) -> str | None:
     return str(PurePosixPath(*parts)) if parts else None
 
 
-def _archive_members(path: Path) -> tuple[list[str], list[Skipped]]:
+def _archive_members(path: Path, reports: bool = False) -> tuple[list[str], list[Skipped]]:
     """Export members of an archive (regular files with safe names), and skipped ones."""
     found: list[str] = []
     skipped: list[Skipped] = []
@@ -113,15 +113,19 @@ def _archive_members(path: Path) -> tuple[list[str], list[Skipped]]:
             skipped.append(Skipped(label, "unsafe member name (absolute or '..'): refused"))
         elif not regular:
             skipped.append(Skipped(label, "not a regular file (link or device): refused"))
-        elif kind in REPORT_SUFFIXES:
+        elif kind in REPORT_SUFFIXES and not reports:
             skipped.append(Skipped(label, NOT_EXPORTED))
         else:
             found.append(name)
     return sorted(found), skipped
 
 
-def discover(inputs: Sequence[Path]) -> tuple[list[Source], list[Skipped]]:
-    """Every export under ``inputs`` (folders recursively, archives by member), sorted."""
+def discover(inputs: Sequence[Path], reports: bool = False) -> tuple[list[Source], list[Skipped]]:
+    """Every export under ``inputs`` (folders recursively, archives by member), sorted.
+
+    ``reports``: ``.nsys-rep``/``.qdrep`` are sources too (an nsys can export them);
+    otherwise they are listed as skipped.
+    """
     sources: list[Source] = []
     skipped: list[Skipped] = []
     for given in inputs:
@@ -134,19 +138,19 @@ def discover(inputs: Sequence[Path]) -> tuple[list[Source], list[Skipped]]:
                     p = Path(root) / f
                     kind = _suffix(f)
                     rel = str(Path(given.name) / p.relative_to(given))
-                    if kind in EXPORT_SUFFIXES:
+                    if kind in EXPORT_SUFFIXES or (reports and kind in REPORT_SUFFIXES):
                         sources.append(Source(str(p), None, rel))
                     elif kind in REPORT_SUFFIXES:
                         skipped.append(Skipped(str(p), NOT_EXPORTED))
                     elif kind in ARCHIVE_SUFFIXES:
-                        found, skip = _archive_members(p)
+                        found, skip = _archive_members(p, reports)
                         sources += [Source(str(p), m, f"{rel}/{m}") for m in found]
                         skipped += skip
         elif is_archive(given):
-            found, skip = _archive_members(given)
+            found, skip = _archive_members(given, reports)
             sources += [Source(str(given), m, f"{given.name}/{m}") for m in found]
             skipped += skip
-        elif _suffix(given.name) in REPORT_SUFFIXES:
+        elif _suffix(given.name) in REPORT_SUFFIXES and not reports:
             skipped.append(Skipped(str(given), NOT_EXPORTED))
         else:
             sources.append(Source(str(given), None, given.name))

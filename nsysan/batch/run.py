@@ -120,12 +120,20 @@ def run_batch(
     dask_scheduler_file: Path | None = None,
     group: bool = True,
     force: bool = False,
+    nsys_path: Path | None = None,
     echo: Callable[[str], None] = print,
 ) -> BatchSummary:
-    """Analyse every trace under ``inputs`` into ``out_dir``; see the module docstring."""
+    """Analyse every trace under ``inputs`` into ``out_dir``; see the module docstring.
+
+    ``.nsys-rep``/``.qdrep`` reports are exported with ``nsys_path`` (else the nsys on
+    PATH) as ``nsysan report`` does; without an nsys they are listed as skipped.
+    """
+    import shutil
+
     from nsysan.output import refuse_overwrite
 
-    sources, skipped = discover(inputs)
+    can_export = nsys_path is not None or shutil.which("nsys") is not None
+    sources, skipped = discover(inputs, reports=can_export)
     refuse_overwrite([out_dir], [Path(s.path) for s in sources])
     if group:
         traces, notes = group_sources(sources)
@@ -170,6 +178,7 @@ def run_batch(
                 content_hash=combined,
                 report_name=f"{TRACES_DIR}/{tid}.html",
                 json_name=f"{TRACES_DIR}/{tid}.json",
+                nsys_path=str(nsys_path) if nsys_path else None,
             )
         )
     if summary.reused:

@@ -29,6 +29,7 @@ class TraceTask:
     content_hash: str
     report_name: str  # relative to OUTDIR
     json_name: str
+    nsys_path: str | None = None  # exports .nsys-rep/.qdrep sources (nsysan.ingest.nsysrep)
 
 
 @dataclass
@@ -95,7 +96,7 @@ def process_trace(task: TraceTask) -> TraceOutcome:
         with materialized((*task.sources, *extra)) as paths:
             trace_paths = paths[: len(task.sources)]
             ncu = read_ncu_csv(paths[-1]) if task.ncu else None
-            trace = load_trace(trace_paths, launch_config=ncu is not None)
+            trace = load_trace(trace_paths, launch_config=ncu is not None, nsys_path=task.nsys_path)
         # The report names the files the user gave, not the temporary copies.
         trace = with_source_labels(trace, [s.rel or s.label for s in task.sources])
         ncu_label = Path(task.ncu.rel or task.ncu.label) if task.ncu else None

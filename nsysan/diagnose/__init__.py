@@ -21,12 +21,22 @@ __all__ = ["Diagnosis", "Finding", "diagnose", "diagnose_facts"]
 # follow a pipeline's fill/drain staircase are bubbles, not false balance; a compute
 # skew whose leader moves over time is load drift, not a static split.
 _SUBSUMED_BY = {
-    "host-bound-gaps": ("false-balance", "pipeline-bubble"),
+    # On a launch-bound GPU the host's "cause" is the launch calls themselves.
+    # ... and behind a burst that landed on one GPU, the others wait on empty queues.
+    "host-bound-gaps": ("false-balance", "pipeline-bubble", "launch-bound", "request-burst"),
     "host-late-unknown": ("false-balance", "pipeline-bubble"),
     "false-balance": ("pipeline-bubble",),
     "static-split-skew": ("dp-long-tail",),
     # Tiny kernels explain both the gaps and the idle SMs behind a busy-looking GPU.
-    "sm-idle-while-busy": ("small-kernels",),
+    "sm-idle-while-busy": ("small-kernels", "launch-bound"),
+    # launch-bound is the measured form of the small-kernels pattern (µs gaps, launch rate).
+    "small-kernels": ("launch-bound",),
+    # launch-bound names the shape of its GPUs' top kernel itself.
+    "launch-config": ("launch-bound",),
+    # On a launch-bound GPU the feeding thread is busy launching.
+    "feeding-thread-busy": ("launch-bound",),
+    # A burst that lands on one GPU explains the drift that follows it.
+    "dp-long-tail": ("request-burst",),
 }
 
 

@@ -21,6 +21,7 @@ from nsysan.diagnose.gpu_facts import (
     gather_gpu_facts,
     gather_nccl_outliers,
 )
+from nsysan.diagnose.resource_facts import ResourceFacts, gather_resource_facts
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,8 @@ class Facts:
     clock_reference_mhz: float | None = None
     metrics_available: bool = False
     missing: tuple[str, ...] = field(default=())
+    # launches, host CPUs, device memory (nsysan.diagnose.resource_facts)
+    resources: ResourceFacts = field(default_factory=ResourceFacts)
 
 
 def _col(df: pl.DataFrame, name: str) -> tuple[float, ...]:
@@ -104,6 +107,7 @@ def gather_facts(analysis: Analysis) -> Facts:
         "gpu_count": gpus.height,
         "gpu_labels": labels,
         "missing": tuple(trace.capabilities.missing),
+        "resources": gather_resource_facts(analysis),
     }
     if analysis.gaps is not None:
         values["gap_share"] = values["window_gap_share"] = _col(analysis.gaps.summary, "gap_share")

@@ -49,6 +49,12 @@ class GpuFacts:
     gr_active_share: float | None = None
     sm_active_share: float | None = None
     copy_gap_share: float | None = None  # steady gap time with a memory copy running
+    # Memcpys and memsets over the whole window (nsysan.analyze.transfers): their union,
+    # the part of it with no kernel running, and the kernels' busy time to compare.
+    transfer_ns: int = 0
+    transfer_share: float | None = None
+    transfer_exposed_share: float | None = None
+    busy_ns: int = 0
 
     @property
     def measured_host_share(self) -> float | None:
@@ -129,6 +135,7 @@ def gather_gpu_facts(analysis: Analysis) -> tuple[GpuFacts, ...]:
     copies = analysis.trace.memcpy.filter(
         pl.col("gpu").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns"))
     ).select("gpu", "start_ns", "end_ns")
+    transfers = _transfer_facts(analysis)
     out = []
     for r in dom.iter_rows(named=True):
         g = int(r["gpu"])
@@ -169,9 +176,26 @@ def gather_gpu_facts(analysis: Analysis) -> tuple[GpuFacts, ...]:
                 copy_gap_share=_covered(mine, copies.filter(pl.col("gpu") == g)) / steady_gap
                 if steady_gap > 0
                 else None,
+                **transfers.get(g, {}),
             )
         )
     return tuple(out)
+
+
+def _transfer_facts(analysis: Analysis) -> dict[int, dict[str, object]]:
+    """Per GPU, the GpuFacts fields of its transfers and busy time (none without transfers)."""
+    if analysis.transfers is None or analysis.busy is None:
+        return {}
+    busy = {int(g): int(b) for g, b in analysis.busy.summary.select("gpu", "busy_ns").iter_rows()}
+    return {
+        int(r["gpu"]): {
+            "transfer_ns": int(r["transfer_ns"]),
+            "transfer_share": r["transfer_share"],
+            "transfer_exposed_share": r["exposed_share"],
+            "busy_ns": busy.get(int(r["gpu"]), 0),
+        }
+        for r in analysis.transfers.per_gpu.iter_rows(named=True)
+    }
 
 
 def gather_nccl_outliers(analysis: Analysis, top: int = 5) -> tuple[NcclOutlier, ...]:

@@ -448,12 +448,17 @@ def small_kernels(f: Facts) -> Finding | None:
     )
 
 
+def _gpu_side(g: GpuFacts) -> float:
+    """Gap time with the next kernel queued: waiting, or behind a transfer on the GPU."""
+    return g.causes.get("gpu_wait", 0.0) + g.causes.get("gpu_transfer", 0.0)
+
+
 def gpu_side_gaps(f: Facts) -> Finding | None:
     """GPUs idle with the next kernel already queued: device-side waits (copies, dependencies)."""
     hit = [
         g
         for g in _idle(f)
-        if g.causes.get("gpu_wait", 0.0) >= GPU_WAIT_SHARE
+        if _gpu_side(g) >= GPU_WAIT_SHARE
         and not (
             g.median_kernel_ns is not None
             and g.median_kernel_ns < SMALL_KERNEL_NS
@@ -464,7 +469,7 @@ def gpu_side_gaps(f: Facts) -> Finding | None:
         return None
     where = gpu_list(g.gpu for g in hit)
     gaps = span(g.gap_share for g in hit)
-    queued = span(g.causes.get("gpu_wait", 0.0) for g in hit)
+    queued = span(_gpu_side(g) for g in hit)
     copies = [g.copy_gap_share or 0.0 for g in hit]
     by_copies = min(copies) >= COPY_GAP_SHARE
     o_en, o_zh = _others(f, hit)
@@ -489,9 +494,9 @@ def gpu_side_gaps(f: Facts) -> Finding | None:
             _gap_share_ev(g),
             _ev(
                 "gpu_wait_share",
-                f"GPU-side wait, share of gap time, {g.label}",
-                g.causes.get("gpu_wait", 0.0),
-                percent(g.causes.get("gpu_wait", 0.0)),
+                f"GPU-side wait or transfer, share of gap time, {g.label}",
+                _gpu_side(g),
+                percent(_gpu_side(g)),
                 "docs/metrics/host.md",
             ),
             _ev(

@@ -55,6 +55,7 @@ HIDDEN_BY_UTILIZATION = frozenset(
         "host-bound-gaps",
         "host-late-unknown",
         "small-kernels",
+        "launch-bound",
         "sm-idle-while-busy",
         "dominant-gap",
     }

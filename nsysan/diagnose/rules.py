@@ -11,9 +11,14 @@ import re
 from collections.abc import Callable
 from statistics import mean
 
+from nsysan.diagnose.cpu_rules import CPU_RULE_IDS, CPU_RULES
 from nsysan.diagnose.facts import Facts  # noqa: F401  (re-exported for tests)
 from nsysan.diagnose.findings import EvidenceItem, Finding
 from nsysan.diagnose.gpu_rules import GPU_RULE_IDS, GPU_RULES, host_bound_gaps  # noqa: F401
+from nsysan.diagnose.launch_rules import LAUNCH_RULE_IDS, LAUNCH_RULES
+from nsysan.diagnose.load_rules import LOAD_RULE_IDS, LOAD_RULES
+from nsysan.diagnose.memory_rules import MEMORY_RULE_IDS, MEMORY_RULES
+from nsysan.diagnose.transfer_rules import transfer_heavy
 from nsysan.report.fmt import duration, percent, ratio
 
 # false-balance / host-bound (seed 4.5, 4.4 CPU-side scheduling)
@@ -581,6 +586,11 @@ RULES: tuple[Rule, ...] = (
     collective_skew,
     memory_bound,
     clock_throttling,
+    transfer_heavy,
+    *LAUNCH_RULES,
+    *CPU_RULES,
+    *MEMORY_RULES,
+    *LOAD_RULES,
 )
 
 RULE_IDS = (
@@ -595,5 +605,10 @@ RULE_IDS = (
     "collective-skew",
     "memory-bound",
     "clock-throttling",
+    "transfer-heavy",
     *GPU_RULE_IDS,
+    *LAUNCH_RULE_IDS,
+    *CPU_RULE_IDS,
+    *MEMORY_RULE_IDS,
+    *LOAD_RULE_IDS,
 )

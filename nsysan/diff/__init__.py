@@ -36,7 +36,9 @@ DIFFERENT_PROGRAM_OVERLAP = 0.2
 TOP_KERNELS = 10
 
 
-def load_run(paths: Sequence[Path], settings: Any = None) -> dict[str, Any]:
+def load_run(
+    paths: Sequence[Path], settings: Any = None, nsys_path: Path | None = None
+) -> dict[str, Any]:
     """The analysis document of one side: a JSON document, or traces analysed now."""
     for p in paths:
         if not p.exists():
@@ -52,7 +54,7 @@ def load_run(paths: Sequence[Path], settings: Any = None) -> dict[str, Any]:
     from nsysan.report.jsonout import to_jsonable
 
     with expand_run(paths) as (traces, labels):
-        trace = with_source_labels(load_trace(traces), labels)
+        trace = with_source_labels(load_trace(traces, nsys_path=nsys_path), labels)
     document = analysis_document(analyze(trace, settings))
     return to_jsonable(document)  # type: ignore[no-any-return]
 

@@ -19,6 +19,7 @@ OVERALL_ROWS = (
     "stagger_score",
     "throughput",
     "steps_per_s",
+    "requests_per_s",
     "kernels_per_s",
     "nccl_share",
     "transfer_share",
@@ -58,7 +59,13 @@ def _delta(measure: str, m: dict[str, Any]) -> tuple[str, str]:
         text = f"{d:+,.3g}"
     if abs(d) < 1e-12:
         return text, "same"
-    higher_is_better = measure in ("throughput", "steps_per_s", "kernels_per_s", "busy_share")
+    higher_is_better = measure in (
+        "throughput",
+        "steps_per_s",
+        "requests_per_s",
+        "kernels_per_s",
+        "busy_share",
+    )
     lower_is_better = measure.startswith("gap_share") or measure == "duration_ns"
     if higher_is_better or lower_is_better:
         good = (d > 0) == higher_is_better

@@ -34,6 +34,15 @@ def _mean(values: list[float | None]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
+def _first(*values: float | None) -> float | None:
+    return next((v for v in values if v is not None), None)
+
+
+def _sum(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
 def per_gpu_measures(doc: dict[str, Any]) -> dict[int, dict[str, float | None]]:
     """GPU index → measure → value."""
     gaps = _rows(doc, "gaps", "summary")
@@ -41,6 +50,9 @@ def per_gpu_measures(doc: dict[str, Any]) -> dict[int, dict[str, float | None]]:
     host = _rows(doc, "host", "per_gpu")
     nccl = _rows(doc, "nccl", "per_gpu")
     work = {int(r["gpu"]): r for r in (doc.get("workload") or {}).get("per_gpu") or []}
+    # The step analysis (results.steps, docs/metrics/steps.md) when present: its steps
+    # and requests per second; else the iterations of the pipeline-bubble analysis.
+    steps = _rows(doc, "steps", "per_gpu")
     out: dict[int, dict[str, float | None]] = {}
     for gpu in sorted(set(gaps) | set(work)):
         g, w = gaps.get(gpu, {}), work.get(gpu, {})
@@ -50,7 +62,8 @@ def per_gpu_measures(doc: dict[str, Any]) -> dict[int, dict[str, float | None]]:
             "nccl_share": nccl.get(gpu, {}).get("nccl_window_share"),
             "transfer_share": w.get("transfer_share"),
             "kernels_per_s": w.get("kernels_per_s"),
-            "steps_per_s": w.get("steps_per_s"),
+            "steps_per_s": _first(steps.get(gpu, {}).get("steps_per_s"), w.get("steps_per_s")),
+            "requests_per_s": steps.get(gpu, {}).get("requests_per_s"),
             "window_ns": g.get("window_ns", w.get("window_ns")),
         }
         for cause in HOST_CAUSES:
@@ -81,6 +94,7 @@ def overall_measures(doc: dict[str, Any]) -> dict[str, float | None]:
         # their rate is the mean over GPUs.
         "kernels_per_s": sum(kernels_per_s) if kernels_per_s else None,
         "steps_per_s": _mean([r["steps_per_s"] for r in rows]),
+        "requests_per_s": _sum([r["requests_per_s"] for r in rows]),
         "duration_ns": max(windows) if windows else None,
     }
     for cause in HOST_CAUSES:

@@ -19,11 +19,12 @@ import polars as pl
 
 from nsysan import model
 from nsysan.errors import InputNotFoundError
-from nsysan.ingest import identity, nsys, validate
+from nsysan.ingest import graphs, identity, nsys, nsysrep, resources, validate
+from nsysan.ingest.census import TableCensus
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import is_one_of, values_matching
 
-__all__ = ["load_trace", "MISSING_MESSAGES"]
+__all__ = ["load_trace", "load_census", "kernel_launch_calls", "MISSING_MESSAGES"]
 
 # What a user loses when a table has no rows, in the words the report and `info` use.
 MISSING_MESSAGES = {
@@ -52,11 +53,12 @@ class _SourceInfo:
     utc_start_ns: int | None
     capture_start_ns: int | None
     capture_end_ns: int | None
+    cpu_cores: int | None = None
 
 
 def _source_info(db: ExportDB) -> _SourceInfo:
     meta = nsys.read_metadata(db)
-    env = nsys.read_system_env(db, ["Hostname", "TargetInstallDir"])
+    env = nsys.read_system_env(db, ["Hostname", "TargetInstallDir", "CpuCores"])
     hint_match = _INSTALL_DIR_VERSION.search(env.get("TargetInstallDir", "") + "/")
     start, stop = nsys.read_capture_window(db)
     return _SourceInfo(
@@ -68,7 +70,14 @@ def _source_info(db: ExportDB) -> _SourceInfo:
         utc_start_ns=nsys.read_session_start(db),
         capture_start_ns=start,
         capture_end_ns=stop,
+        cpu_cores=_cpu_cores(env.get("CpuCores")),
     )
+
+
+def _cpu_cores(text: str | None) -> int | None:
+    """TARGET_INFO_SYSTEM_ENV's CpuCores (text), when it is a plausible count."""
+    value = int(text) if text and text.strip().isdigit() else None
+    return validate.integer_value(value, 1, 1 << 20)
 
 
 @dataclass(frozen=True)
@@ -76,20 +85,26 @@ class _FileTables:
     tables: dict[str, pl.DataFrame]
     devices: pl.DataFrame  # used (pid, device_id) with identity and properties
     metrics_target: pl.DataFrame  # type_id -> target_id for GPU metrics
+    # Tables counted in SQL instead of read (census mode); their frames are empty.
+    census: dict[str, TableCensus] = dataclasses.field(default_factory=dict)
 
 
 # Table reads are independent and spend their time in SQLite and Arrow (C code that
 # releases the GIL), so two at a time use both cores of a small machine.
 READ_THREADS = 2
+_LAUNCH_DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
 
 
-def _read_file(db: ExportDB, source: int, host: str | None, launch_config: bool) -> _FileTables:
+def _read_file(
+    db: ExportDB, source: int, host: str | None, launch_config: bool, census: bool = False
+) -> _FileTables:
     strings = nsys.read_string_ids(db)
     names = nsys.name_lookup(strings)
     api_names = nsys.api_name_lookup(strings)
-    readers: dict[str, Callable[[], pl.DataFrame]] = {
+    readers: dict[str, Callable[[], pl.DataFrame | TableCensus]] = {
         # Largest first, so the two big tables run side by side.
-        "kernels": lambda: nsys.read_kernels(db, names, source, launch_config),
+        # Grid/block are read for the launch-configuration aggregate (then dropped).
+        "kernels": lambda: nsys.read_kernels(db, names, source, launch_config=True),
         "cuda_api": lambda: nsys.read_cuda_api(db, api_names, source),
         "osrt": lambda: nsys.read_osrt(db, names, source),
         "nvtx": lambda: nsys.read_nvtx(db, names, source),
@@ -97,19 +112,29 @@ def _read_file(db: ExportDB, source: int, host: str | None, launch_config: bool)
         "gpu_metrics": lambda: nsys.read_gpu_metrics(db, source),
         "memcpy": lambda: nsys.read_memcpy(db, source),
         "memset": lambda: nsys.read_memset(db, source),
+        "graphs": lambda: graphs.read_graph_executions(db, source),
         "overhead": lambda: nsys.read_overhead(db, names, source),
         "threads": lambda: nsys.read_threads(db, names, source),
         "processes": lambda: nsys.read_processes(db, source),
+        "memory_usage": lambda: resources.read_memory_usage(db, source),
     }
+    if census:
+        readers.update(nsys.census_readers(db, api_names, source))
     with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
         futures = {name: pool.submit(read) for name, read in readers.items()}
-        tables = {name: future.result() for name, future in futures.items()}
+        results = {name: future.result() for name, future in futures.items()}
+    counted = {n: r for n, r in results.items() if isinstance(r, TableCensus)}
+    tables = {n: r for n, r in results.items() if isinstance(r, pl.DataFrame)}
+    tables.update({n: model.empty_frame(model.TABLE_SCHEMAS[n]) for n in counted})
+    tables["launch_configs"] = resources.launch_configs(tables["kernels"])
+    if not launch_config:
+        tables["kernels"] = tables["kernels"].drop(_LAUNCH_DIMS, strict=False)
     used = (
         pl.concat(
             [
                 tables[t].select("pid", pl.col("device_id").cast(pl.Int64))
                 # GPUs are those that ran work; a sync record alone does not make one.
-                for t in ("kernels", "memcpy", "memset")
+                for t in ("kernels", "graphs", "memcpy", "memset")
             ]
         )
         .unique()
@@ -121,7 +146,9 @@ def _read_file(db: ExportDB, source: int, host: str | None, launch_config: bool)
     )
     devices = identity.gpu_keys(devices, host, source)
     metrics_target = _metrics_targets(tables["gpu_metrics"], target_gpus)
-    return _FileTables(tables=tables, devices=devices, metrics_target=metrics_target)
+    return _FileTables(
+        tables=tables, devices=devices, metrics_target=metrics_target, census=counted
+    )
 
 
 def _metrics_targets(metrics: pl.DataFrame, target_gpus: pl.DataFrame) -> pl.DataFrame:
@@ -136,17 +163,49 @@ def _metrics_targets(metrics: pl.DataFrame, target_gpus: pl.DataFrame) -> pl.Dat
     )
 
 
-def load_trace(paths: str | Path | Sequence[str | Path], launch_config: bool = True) -> model.Trace:
+def load_trace(
+    paths: str | Path | Sequence[str | Path],
+    launch_config: bool = True,
+    nsys_path: str | Path | None = None,
+) -> model.Trace:
     """Load exports (one file, or one per rank/node) as one trace on one timeline.
 
     ``launch_config=False`` leaves the kernels' grid/block sizes out (null); only the
-    Nsight Compute join needs them, and they are a quarter of a kernel row.
+    Nsight Compute join needs them, and they are a quarter of a kernel row. Nsight
+    Systems reports (``.nsys-rep``, ``.qdrep``) are exported first, with ``nsys_path``
+    or the nsys on PATH (:mod:`nsysan.ingest.nsysrep`).
     """
+    trace, _ = _load(paths, launch_config=launch_config, census=False, nsys_path=nsys_path)
+    return trace
+
+
+def load_census(
+    paths: str | Path | Sequence[str | Path], nsys_path: str | Path | None = None
+) -> tuple[model.Trace, dict[str, TableCensus]]:
+    """What ``nsysan info`` needs, without reading the host-side event tables.
+
+    The trace holds the GPU activity, processes, threads and identities as
+    :func:`load_trace` reads them; the CUDA API, NVTX, OS-runtime, scheduling and
+    overhead tables are empty and counted instead (:mod:`nsysan.ingest.census`):
+    per table, rows a full read would keep and their span on the trace's timeline.
+    Capabilities, notes and refusals are those of :func:`load_trace`.
+    """
+    return _load(paths, launch_config=False, census=True, nsys_path=nsys_path)
+
+
+def _load(
+    paths: str | Path | Sequence[str | Path],
+    *,
+    launch_config: bool,
+    census: bool,
+    nsys_path: str | Path | None,
+) -> tuple[model.Trace, dict[str, TableCensus]]:
     if isinstance(paths, (str, Path)):
         paths = [paths]
     if not paths:
         raise InputNotFoundError("no trace files given")
     check_distinct_files([Path(p) for p in paths])
+    paths, exported = nsysrep.resolve_inputs([Path(p) for p in paths], nsys_path)
     dbs: list[ExportDB] = []
     try:
         for p in paths:
@@ -161,16 +220,20 @@ def load_trace(paths: str | Path | Sequence[str | Path], launch_config: bool = T
             ),
         )
         files = [
-            _read_file(dbs[i], src, infos[i].host, launch_config) for src, i in enumerate(order)
+            _read_file(dbs[i], src, infos[i].host, launch_config, census)
+            for src, i in enumerate(order)
         ]
     finally:
         for db in dbs:
             db.close()
     ordered_infos = [infos[i] for i in order]
-    trace = _assemble(ordered_infos, files)
+    trace, counted = _assemble(ordered_infos, files, sort_kernels=not census)
     # What ingest validation dropped or truncated (nsysan.ingest.validate).
     checked = [f"{db.path.name}: {note}" for i in order for db in [dbs[i]] for note in db.notes]
-    return dataclasses.replace(trace, notes=(*checked, *trace.notes)) if checked else trace
+    notes = (*exported, *checked)
+    if notes:
+        trace = dataclasses.replace(trace, notes=(*notes, *trace.notes))
+    return trace, counted
 
 
 def _offsets(infos: list[_SourceInfo]) -> tuple[list[int], list[str]]:
@@ -186,7 +249,9 @@ def _offsets(infos: list[_SourceInfo]) -> tuple[list[int], list[str]]:
     return [(s - base) if s is not None else 0 for s in starts], notes
 
 
-def _assemble(infos: list[_SourceInfo], files: list[_FileTables]) -> model.Trace:
+def _assemble(
+    infos: list[_SourceInfo], files: list[_FileTables], *, sort_kernels: bool = True
+) -> tuple[model.Trace, dict[str, TableCensus]]:
     offsets, notes = _offsets(infos)
     gpus, device_gpu = _number_gpus(files)
     offset_df = pl.DataFrame(
@@ -199,7 +264,7 @@ def _assemble(infos: list[_SourceInfo], files: list[_FileTables]) -> model.Trace
             continue
         parts = [f.tables[name] for f in files]
         df = pl.concat(parts, how="vertical_relaxed") if parts else model.empty_frame(schema)
-        if name in ("kernels", "memcpy", "memset"):
+        if name in ("kernels", "graphs", "memcpy", "memset", "launch_configs", "memory_usage"):
             df = df.drop("gpu").join(
                 device_gpu, on=["source", "pid", "device_id"], how="left", maintain_order="left"
             )
@@ -207,10 +272,11 @@ def _assemble(infos: list[_SourceInfo], files: list[_FileTables]) -> model.Trace
             df = _attach_metric_gpus(df, files, gpus)
         df = _shift(df, offset_df, len(files))
         df, dropped = _drop_inverted(df)
+        dropped += sum(f.census[name].inverted for f in files if name in f.census)
         if dropped:
             notes.append(f"{dropped} {name} row(s) ending before they start were ignored")
         tables[name] = model.conform(df, schema)
-    if tables["kernels"].height:
+    if sort_kernels and tables["kernels"].height:  # a census only counts them
         tables["kernels"] = tables["kernels"].sort("gpu", "start_ns", "end_ns", maintain_order=True)
     sources = pl.DataFrame(
         {
@@ -224,18 +290,37 @@ def _assemble(infos: list[_SourceInfo], files: list[_FileTables]) -> model.Trace
             "offset_ns": offsets,
             "capture_start_ns": [i.capture_start_ns for i in infos],
             "capture_end_ns": [i.capture_end_ns for i in infos],
+            "cpu_cores": [i.cpu_cores for i in infos],
         },
         schema=model.SOURCES,
     )
     notes.extend(_identity_notes(files))
-    capabilities = _capabilities(tables)
-    return model.Trace(
+    counted = _merged_census(files, offsets)
+    capabilities = _capabilities(tables, counted)
+    trace = model.Trace(
         **tables,
         gpus=model.conform(gpus, model.GPUS),
         sources=sources,
         capabilities=capabilities,
         notes=tuple(notes),
     )
+    return trace, counted
+
+
+def _merged_census(files: list[_FileTables], offsets: list[int]) -> dict[str, TableCensus]:
+    """Per counted table, the files' censuses added up on the trace's timeline."""
+    merged: dict[str, TableCensus] = {}
+    for f, offset in zip(files, offsets, strict=True):
+        for name, c in f.census.items():
+            shifted = TableCensus(
+                rows=c.rows,
+                inverted=c.inverted,
+                start_ns=None if c.start_ns is None else c.start_ns + offset,
+                end_ns=None if c.end_ns is None else c.end_ns + offset,
+                launch_calls=c.launch_calls,
+            )
+            merged[name] = merged[name] + shifted if name in merged else shifted
+    return merged
 
 
 def _number_gpus(files: list[_FileTables]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -297,7 +382,7 @@ def _host_of(f: _FileTables) -> str | None:
 def _shift(df: pl.DataFrame, offsets: pl.DataFrame, n_files: int) -> pl.DataFrame:
     if n_files <= 1 or df.is_empty():
         return df
-    time_cols = [c for c in df.columns if c.endswith("_ns")]
+    time_cols = [c for c in df.columns if c in validate.TIME_COLUMNS]
     df = df.join(offsets, on="source", how="left", maintain_order="left")
     return df.with_columns([(pl.col(c) + pl.col("offset_ns")).alias(c) for c in time_cols]).drop(
         "offset_ns"
@@ -333,15 +418,26 @@ def _identity_notes(files: list[_FileTables]) -> list[str]:
     return notes
 
 
-def _capabilities(tables: dict[str, pl.DataFrame]) -> model.Capabilities:
-    present = {t: tables[t].height > 0 for t in model.EVENT_TABLES}
+def kernel_launch_calls(cuda_api: pl.DataFrame) -> int:
+    """CUDA API calls whose name contains ``Launch`` (kernel and graph launches)."""
+    names = values_matching(cuda_api["name"], "Launch")
+    return cuda_api.filter(is_one_of(pl.col("name"), names)).height
+
+
+def _capabilities(
+    tables: dict[str, pl.DataFrame], counted: dict[str, TableCensus]
+) -> model.Capabilities:
+    present = {
+        t: tables[t].height > 0 or (t in counted and counted[t].rows > 0)
+        for t in model.EVENT_TABLES
+    }
     missing: list[str] = []
-    if not present["kernels"]:
-        api = tables["cuda_api"]
-        launches = api.filter(is_one_of(pl.col("name"), values_matching(api["name"], "Launch")))
-        if launches.height:
+    if not present["kernels"] and not present["graphs"]:
+        api = counted.get("cuda_api")
+        launches = api.launch_calls if api else kernel_launch_calls(tables["cuda_api"])
+        if launches:
             missing.append(
-                f"CUDA API present ({launches.height} kernel launch calls) but no GPU activity "
+                f"CUDA API present ({launches} kernel launch calls) but no GPU activity "
                 "records: kernels were launched but GPU activity was not traced"
             )
         elif not present["memcpy"] and not present["memset"]:

@@ -12,12 +12,12 @@ The readers return tables in the file's own time base with ``gpu`` still unset;
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import polars as pl
 
 from nsysan import model
-from nsysan.ingest import validate
+from nsysan.ingest import census, validate
 from nsysan.ingest.sqlite import ExportDB
 
 # Enum labels, hard-coded because exports before schema 3.0 carry no ENUM_* tables
@@ -92,13 +92,39 @@ def name_lookup(strings: pl.DataFrame, clean: pl.Expr | None = None) -> pl.DataF
     return strings.select("id", value.cast(pl.Categorical).alias("value"))
 
 
+# StringIds ids are dense (0..n): up to this many slots per string, a look-up table
+# indexed by id replaces a join (a third of the time, no per-row hash table).
+_DENSE_SLOTS_PER_STRING = 4
+
+
+def _names_of(ids: pl.Series, lookup: pl.DataFrame, out: str) -> pl.Series:
+    """The text of each id (null where ``lookup`` lacks it)."""
+    id_col = lookup.columns[0]
+    top = lookup[id_col].max() if lookup.height else None
+    dense = (
+        top is not None
+        and lookup[id_col].min() >= 0  # type: ignore[operator]
+        and top < _DENSE_SLOTS_PER_STRING * lookup.height + 1_000_000  # type: ignore[operator]
+    )
+    if not dense:
+        # Only the id column goes through the join: joining the whole table would copy
+        # every column of millions of rows to add one.
+        return ids.to_frame().join(lookup, on=id_col, how="left", maintain_order="left")[out]
+    slots = pl.DataFrame({id_col: pl.int_range(0, top + 1, eager=True)})  # type: ignore[operator]
+    by_id = slots.join(lookup, on=id_col, how="left", maintain_order="left")[out]
+    at = pl.select(
+        pl.when(pl.lit(ids).is_between(0, top)).then(pl.lit(ids)).cast(pl.UInt32)
+    ).to_series()
+    return by_id.gather(at).alias(out)
+
+
 def _resolve(df: pl.DataFrame, names: pl.DataFrame, id_col: str, out: str) -> pl.DataFrame:
     """Replace an integer StringIds reference column by its (categorical) text."""
     if id_col not in df.columns:
         return df.with_columns(pl.lit(None, dtype=pl.Categorical).alias(out))
     lookup = names.rename({"id": id_col, "value": out})
-    df = df.with_columns(pl.col(id_col).cast(pl.Int64))
-    joined = df.join(lookup, on=id_col, how="left", maintain_order="left")
+    ids = df.get_column(id_col).cast(pl.Int64)
+    joined = df.with_columns(ids, _names_of(ids, lookup, out))
     # An id StringIds lacks keeps a visible placeholder rather than a null name. The
     # check is one pass; the placeholder text is built only on exports that need it.
     unresolved = pl.col(out).is_null() & pl.col(id_col).is_not_null()
@@ -150,12 +176,17 @@ def read_kernels(
 ) -> pl.DataFrame:
     """Kernels; grid/block (24 bytes a row) only with ``launch_config``."""
     wanted = dict(_GPU_ACTIVITY_COLUMNS)
-    wanted.update(short_name_id="shortName", name_id="demangledName")
+    wanted.update(
+        short_name_id="shortName", name_id="demangledName", green_context_id="greenContextId"
+    )
     if launch_config:
         wanted.update(_LAUNCH_CONFIG_COLUMNS)
     df = _read_table(db, "CUPTI_ACTIVITY_KIND_KERNEL", wanted)
     if df is None:
         return _empty_with_global_pid(model.KERNELS)
+    if "green_context_id" in df.columns and df["green_context_id"].null_count() == df.height:
+        # No green contexts (the usual case): the model's constant null column instead.
+        df = df.drop("green_context_id")
     df = _resolve(df, names, "short_name_id", "short_name")
     df = _resolve(df, names, "name_id", "name")
     # The placeholder takes the names' dtype (String, or Categorical ids).
@@ -166,6 +197,17 @@ def read_kernels(
             pl.when(unnamed).then(unnamed_name).otherwise("short_name").alias("short_name"),
             pl.coalesce("name", "short_name", unnamed_name).alias("name"),
         )
+    return _keep_global_pid(_with_source(_gpu_activity(df), source), model.KERNELS)
+
+
+def read_kernel_spans(db: ExportDB, source: int) -> pl.DataFrame:
+    """Kernels with their GPU, process and times only (names null): what ``info`` counts."""
+    wanted = {
+        k: _GPU_ACTIVITY_COLUMNS[k] for k in ("start_ns", "end_ns", "device_id", "global_pid")
+    }
+    df = _read_table(db, "CUPTI_ACTIVITY_KIND_KERNEL", wanted)
+    if df is None:
+        return _empty_with_global_pid(model.KERNELS)
     return _keep_global_pid(_with_source(_gpu_activity(df), source), model.KERNELS)
 
 
@@ -228,15 +270,17 @@ def api_name_lookup(strings: pl.DataFrame) -> pl.DataFrame:
     return name_lookup(strings, strip_api_version(pl.col("value")))
 
 
+_API_COLUMNS = {
+    "start_ns": "start",
+    "end_ns": "end",
+    "correlation_id": "correlationId",
+    "name_id": "nameId",
+}
+
+
 def read_cuda_api(db: ExportDB, api_names: pl.DataFrame, source: int) -> pl.DataFrame:
     """CUDA API calls; ``api_names`` is :func:`api_name_lookup` of the file's StringIds."""
-    wanted = {
-        "start_ns": "start",
-        "end_ns": "end",
-        "correlation_id": "correlationId",
-        "name_id": "nameId",
-    }
-    df = _thread_table(db, "CUPTI_ACTIVITY_KIND_RUNTIME", wanted, model.CUDA_API, source)
+    df = _thread_table(db, "CUPTI_ACTIVITY_KIND_RUNTIME", _API_COLUMNS, model.CUDA_API, source)
     if df is None:
         return model.empty_frame(model.CUDA_API)
     df = _resolve(df, api_names, "name_id", "name")
@@ -248,16 +292,18 @@ def read_cuda_api(db: ExportDB, api_names: pl.DataFrame, source: int) -> pl.Data
 _NVTX_BOOKKEEPING = (33, 39, 75, 76)
 
 
+_NVTX_COLUMNS = {
+    "start_ns": "start",
+    "end_ns": "end",
+    "event_type_id": "eventType",
+    "inline_text": "text",
+    "text_id": "textId",
+    "domain_id": "domainId",
+}
+
+
 def read_nvtx(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
-    wanted = {
-        "start_ns": "start",
-        "end_ns": "end",
-        "event_type_id": "eventType",
-        "inline_text": "text",
-        "text_id": "textId",
-        "domain_id": "domainId",
-    }
-    df = _thread_table(db, "NVTX_EVENTS", wanted, model.NVTX, source)
+    df = _thread_table(db, "NVTX_EVENTS", _NVTX_COLUMNS, model.NVTX, source)
     if df is None:
         return model.empty_frame(model.NVTX)
     for col, dtype in (("text_id", pl.Int64), ("domain_id", pl.Int64), ("inline_text", pl.String)):
@@ -281,31 +327,37 @@ def read_nvtx(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
     return model.conform(df, model.NVTX)
 
 
+_OSRT_COLUMNS = {
+    "start_ns": "start",
+    "end_ns": "end",
+    "name_id": "nameId",
+    "nesting_level": "nestingLevel",
+}
+
+
 def read_osrt(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
-    wanted = {
-        "start_ns": "start",
-        "end_ns": "end",
-        "name_id": "nameId",
-        "nesting_level": "nestingLevel",
-    }
-    df = _thread_table(db, "OSRT_API", wanted, model.OSRT, source)
+    df = _thread_table(db, "OSRT_API", _OSRT_COLUMNS, model.OSRT, source)
     if df is None:
         return model.empty_frame(model.OSRT)
     df = _resolve(df, names, "name_id", "name")
     return model.conform(df, model.OSRT)
 
 
+_SCHED_COLUMNS = {"time_ns": "start", "cpu": "cpu", "is_sched_in": "isSchedIn"}
+
+
 def read_sched(db: ExportDB, source: int) -> pl.DataFrame:
-    wanted = {"time_ns": "start", "cpu": "cpu", "is_sched_in": "isSchedIn"}
-    df = _thread_table(db, "SCHED_EVENTS", wanted, model.SCHED, source)
+    df = _thread_table(db, "SCHED_EVENTS", _SCHED_COLUMNS, model.SCHED, source)
     if df is None:
         return model.empty_frame(model.SCHED)
     return model.conform(df, model.SCHED)
 
 
+_OVERHEAD_COLUMNS = {"start_ns": "start", "end_ns": "end", "name_id": "nameId"}
+
+
 def read_overhead(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
-    wanted = {"start_ns": "start", "end_ns": "end", "name_id": "nameId"}
-    df = _thread_table(db, "PROFILER_OVERHEAD", wanted, model.OVERHEAD, source)
+    df = _thread_table(db, "PROFILER_OVERHEAD", _OVERHEAD_COLUMNS, model.OVERHEAD, source)
     if df is None:
         return model.empty_frame(model.OVERHEAD)
     df = _resolve(df, names, "name_id", "name")
@@ -318,6 +370,40 @@ def read_threads(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame
         return model.empty_frame(model.THREADS)
     df = _resolve(df, names, "name_id", "name")
     return model.conform(df.unique(subset=["pid", "tid"], keep="last"), model.THREADS)
+
+
+def census_readers(
+    db: ExportDB, api_names: pl.DataFrame, source: int
+) -> dict[str, Callable[[], pl.DataFrame | census.TableCensus]]:
+    """Per host-side event table, a census in place of its reader (``nsysan info``),
+    and kernels without their names.
+
+    Each reads what its reader reads (same columns, checks and filters), so the counts
+    are the heights a full read would give.
+    """
+    thread = {"global_tid": "globalTid"}
+    launch_ids = api_names.filter(pl.col("value").cast(pl.String).str.contains("Launch"))["id"]
+    bookkeeping = ", ".join(str(t) for t in _NVTX_BOOKKEEPING)
+    return {
+        "kernels": lambda: read_kernel_spans(db, source),
+        "cuda_api": lambda: census.census_table(
+            db,
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            {**_API_COLUMNS, **thread},
+            launch_name_ids=launch_ids.to_list(),
+        ),
+        "nvtx": lambda: census.census_table(
+            db,
+            "NVTX_EVENTS",
+            {**_NVTX_COLUMNS, **thread},
+            keep=("event_type_id", f'"event_type_id" NOT IN ({bookkeeping})'),
+        ),
+        "osrt": lambda: census.census_table(db, "OSRT_API", {**_OSRT_COLUMNS, **thread}),
+        "sched": lambda: census.census_table(db, "SCHED_EVENTS", {**_SCHED_COLUMNS, **thread}),
+        "overhead": lambda: census.census_table(
+            db, "PROFILER_OVERHEAD", {**_OVERHEAD_COLUMNS, **thread}
+        ),
+    }
 
 
 def read_processes(db: ExportDB, source: int) -> pl.DataFrame:

@@ -205,17 +205,20 @@ class ExportDB:
         nulls = validate.null_rows(df, required)
         df, dropped = validate.drop_null_required(df, required)
         if dropped:
-            self._explain(table, required, nulls, dropped)
+            self.explain_dropped(table, required, nulls, dropped)
         # The StringIds pool also holds environment blocks and captured logs, cut silently.
-        truncated = validate.truncated_count(df) if table != "StringIds" else 0
-        if truncated:
-            self.notes.append(
-                f"{truncated} {table} string(s) longer than {validate.TEXT_MAX_BYTES} bytes "
-                "were truncated for display"
-            )
+        if table != "StringIds":
+            self.note_truncated(table, validate.truncated_count(df))
         return df
 
-    def _explain(
+    def note_truncated(self, table: str, count: int) -> None:
+        if count:
+            self.notes.append(
+                f"{count} {table} string(s) longer than {validate.TEXT_MAX_BYTES} bytes "
+                "were truncated for display"
+            )
+
+    def explain_dropped(
         self, table: str, required: dict[str, str], nulls: dict[str, int], dropped: int
     ) -> None:
         # Damaged files only: one more query per failing column says why.

@@ -65,6 +65,7 @@ REQUIRED_IF_PRESENT: Mapping[str, tuple[str, ...]] = {
         "CUPTI_ACTIVITY_KIND_MEMCPY",
         "CUPTI_ACTIVITY_KIND_MEMSET",
         "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+        "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
     )
 }
 
@@ -120,23 +121,31 @@ def column_sql(src: str, dst: str, bounds: TimeBounds, *, required: bool = True)
     (``CAST``: a stray text or REAL reads as a number, never aborts the Arrow read):
     a ``typeof`` test per cell costs a few percent of a read per column.
     """
+    return f"{value_sql(src, dst, bounds, required=required)} AS {quote_ident(dst)}"
+
+
+def value_sql(src: str, dst: str, bounds: TimeBounds, *, required: bool = True) -> str:
+    """:func:`column_sql`'s expression without its alias."""
     q = quote_ident(src)
     if dst in TEXT_COLUMNS:
-        return f"{text_sql(q)} AS {quote_ident(dst)}"
+        return text_sql(q)
     if dst in INT32_COLUMNS and dst != "device_id":
         cast = f"CAST({q} AS INTEGER)"
-        return (
-            f"CASE WHEN {cast} BETWEEN {-(2**31)} AND {2**31 - 1} THEN {cast} END "
-            f"AS {quote_ident(dst)}"
-        )
+        return f"CASE WHEN {cast} BETWEEN {-(2**31)} AND {2**31 - 1} THEN {cast} END"
     if not required and dst not in TIME_COLUMNS | STRING_ID_COLUMNS and dst != "device_id":
-        return f"CAST({q} AS INTEGER) AS {quote_ident(dst)}"
+        return f"CAST({q} AS INTEGER)"
+    return f"CASE WHEN {integer_check(src, dst, bounds)} THEN {q} END"
+
+
+def integer_check(src: str, dst: str, bounds: TimeBounds) -> str:
+    """The condition under which integer column ``src`` is a valid ``dst``."""
+    q = quote_ident(src)
     check = f"typeof({q}) = 'integer'"
     if dst in TIME_COLUMNS:
         check += f" AND {q} BETWEEN {bounds.lo} AND {bounds.hi}"
     elif dst == "device_id":
         check += f" AND {q} BETWEEN 0 AND {DEVICE_ID_MAX}"
-    return f"CASE WHEN {check} THEN {q} END AS {quote_ident(dst)}"
+    return check
 
 
 def text_sql(expr: str) -> str:

@@ -26,6 +26,7 @@ CAUSE_LABELS_ZH = {
     "unattributed": "未归因",
     "unattributed_no_data": "未归因（缺少数据）",
     "launch_call": "下一个操作的发射调用",
+    "gpu_transfer": "GPU 正在传输（memcpy/memset）",
     "gpu_wait": "GPU 侧等待（工作已排队）",
     "no_launch_record": "无发射记录",
 }
@@ -47,6 +48,7 @@ ZH_EXACT: dict[str, str] = {
     "no GPU metrics": "没有 GPU 指标",
     "no Nsight Compute data: give --ncu kernels.csv for the memory- vs compute-bound view": "没有 Nsight Compute 数据：提供 --ncu kernels.csv 以查看带宽受限与计算受限视图",
     "no NCCL kernels in this trace": "此时间线中没有 NCCL 内核",
+    "no memory copies or memsets on the GPUs": "GPU 上没有内存拷贝或 memset",
     "no GPU metrics sample falls inside any analysis window": "没有任何 GPU 指标采样落在分析时间窗内",
     # host attribution: what is missing, and the cause labels
     "no CUDA API trace": "没有 CUDA API 追踪",
@@ -77,9 +79,17 @@ ZH_EXACT: dict[str, str] = {
     "one long stall": "一次长时间停顿",
     "host late, cause not captured": "主机滞后，原因未被采集",
     "launch overhead of small kernels": "小内核的发射开销",
+    "launch configuration": "发射配置",
+    "serialized host (GIL, locks, queues)": "主机串行化（GIL、锁、队列）",
+    "device memory / KV-cache pressure": "显存 / KV cache 压力",
+    "request bursts": "请求突发",
+    "starvation": "饥饿",
+    "requests in the burst window": "突发时间窗内的请求数",
+    "burst window / median window": "突发时间窗 / 中位数时间窗",
     "utilization overstates work": "利用率高估了实际工作",
     "one slow collective": "一次缓慢的集合通信",
     "waits for data transfers": "等待数据传输",
+    "memory transfers": "内存传输",
     "device-side dependencies": "设备侧依赖",
     # evidence labels without a GPU
     "stagger score (−1 aligned … +1 staggered)": "错开分数（−1 对齐 … +1 错开）",
@@ -119,6 +129,14 @@ ZH_EXACT: dict[str, str] = {
     "dashboard": "监控面板视图",
     "contention": "资源争用",
     "bound": "带宽/计算受限",
+    "launch": "发射开销与配置",
+    "cpu": "主机 CPU",
+    "memory": "显存占用",
+    "steps": "步与请求延迟",
+    "load": "负载随时间变化",
+    "no steps: no NVTX range repeats around each step and no GPU runs a repeating kernel sequence; wrap each step in an NVTX range (e.g. 'decode_step') for step latency": "没有步：没有在每一步周围重复的 NVTX 区间，也没有 GPU 运行重复的内核序列；用 NVTX 区间包住每一步才能得到步延迟",
+    "no CUDA memory usage events: capture with --cuda-memory-usage=true to see device memory in use per GPU (KV-cache pressure)": "没有 CUDA 显存使用事件：用 --cuda-memory-usage=true 采集，才能看到每张卡的显存占用（KV cache 压力）",
+    "no thread scheduling events: capture with --cpuctxsw=process-tree (the default with --sample=cpu) to tell saturated host CPUs from blocked feeding threads": "没有线程调度事件：用 --cpuctxsw=process-tree（--sample=cpu 时默认开启）采集，才能区分主机 CPU 饱和与发射线程被阻塞",
 }
 
 _GPU = r"(GPU \d+)"
@@ -135,10 +153,49 @@ ZH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (rf"GR Active, {_GPU}", "GR Active，{0}"),
         (rf"SM Active, {_GPU}", "SM Active，{0}"),
         (rf"kernels, {_GPU}", "内核数，{0}"),
+        (rf"kernels under 10 µs, {_GPU}", "短于 10 µs 的内核，{0}"),
+        (rf"share of the burst, {_GPU}", "占突发的比例，{0}"),
+        (rf"window starved, {_GPU}", "饥饿时间占时间窗，{0}"),
+        (rf"request latency p99 / p50, {_GPU}", "请求延迟 p99 / p50，{0}"),
+        (rf"step latency p99 / p50, {_GPU}", "步延迟 p99 / p50，{0}"),
+        (rf"peak device memory in use, share of capacity, {_GPU}", "显存占用峰值占容量，{0}"),
+        (rf"window with memory ≥90% full, {_GPU}", "显存 ≥90% 占满的时间窗占比，{0}"),
+        (
+            rf"gap time starting with memory ≥90% full, {_GPU}",
+            "开始于显存 ≥90% 占满时的间隙时间，{0}",
+        ),
+        (
+            r"cores running the profiled processes during gaps, (.+)",
+            "间隙期间运行被分析进程的核数，{0}",
+        ),
+        (r"gap time with ≥90% of cores busy, (.+)", "≥90% 核忙碌的间隙时间，{0}"),
+        (r"feeding threads waiting, share of gap time, (.+)", "发射线程等待占间隙时间，{0}"),
+        (r"feeding threads on CPU, share of gap time, (.+)", "发射线程在 CPU 上占间隙时间，{0}"),
+        (
+            r"feeding threads off CPU outside any call, share of gap time, (.+)",
+            "发射线程不在 CPU 上且不在调用中占间隙时间，{0}",
+        ),
+        (rf"median kernel, {_GPU}", "内核时长中位数，{0}"),
+        (rf"launches per second, {_GPU}", "每秒发射数，{0}"),
+        (rf"window in gaps under 10 µs, {_GPU}", "短于 10 µs 的间隙占时间窗，{0}"),
+        (
+            rf"kernel time, (.+) \(grid (\S+), block (\S+)\), {_GPU}",
+            "内核时间，{0}（网格 {1}，线程块 {2}），{3}",
+        ),
         (rf"median kernel duration, {_GPU}", "内核时长中位数，{0}"),
         (rf"median gap, {_GPU}", "间隙中位数，{0}"),
         (rf"unattributed share of gap time, {_GPU}", "未归因占间隙时间，{0}"),
         (rf"GPU-side wait, share of gap time, {_GPU}", "GPU 侧等待占间隙时间，{0}"),
+        (
+            rf"GPU-side wait or transfer, share of gap time, {_GPU}",
+            "GPU 侧等待或传输占间隙时间，{0}",
+        ),
+        (rf"memcpy/memset time, share of the window, {_GPU}", "memcpy/memset 时间占时间窗，{0}"),
+        (
+            rf"transfer time with no kernel running, share of the window, {_GPU}",
+            "无内核运行时的传输时间占时间窗，{0}",
+        ),
+        (rf"memcpy/memset time in the window, {_GPU}", "时间窗内 memcpy/memset 时间，{0}"),
         (rf"gap time with a memory copy running, {_GPU}", "有内存拷贝在进行的间隙时间，{0}"),
         (rf"(.+), share of gap time, {_GPU}", "{0}占间隙时间，{1}"),
         (rf"fill share, {_GPU}", "填充占比，{0}"),
@@ -203,6 +260,19 @@ ZH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
             r"(\d+) GENERIC_EVENTS GPU metrics sample\(s\) that are not a JSON object or have no valid timestamp: ignored",
             "{0} 个 GENERIC_EVENTS GPU 指标采样不是 JSON 对象或没有有效时间戳：已忽略",
         ),
+        # .nsys-rep input (nsysan.ingest.nsysrep.NsysExport.note)
+        (
+            r"(.+): exported to SQLite by (.+) \((\S+)\) in (.+)",
+            "{0}：已由 {1}（{2}）导出为 SQLite，位于 {3}",
+        ),
+        (
+            r"(.+): reused the SQLite export made by (.+) \((\S+)\) in (.+)",
+            "{0}：沿用 {1}（{2}）此前导出的 SQLite，位于 {3}",
+        ),
+        (
+            r"(\S+): (\d+) graph execution\(s\) without timestamps ignored",
+            "{0} 中有 {1} 次 CUDA 图执行没有时间戳：已忽略",
+        ),
         (r"([^:]+): (.+)", "{0}：{1}"),
     )
 )
@@ -245,6 +315,7 @@ SHORT_CAUSES = {
     "unattributed": ("unattributed", "未归因"),
     "unattributed_no_data": ("unattributed (no data)", "未归因（缺数据）"),
     "launch_call": ("launch calls", "发射调用"),
+    "gpu_transfer": ("GPU transfers", "GPU 传输"),
     "gpu_wait": ("GPU-side wait", "GPU 侧等待"),
     "no_launch_record": ("no launch record", "无发射记录"),
 }

@@ -29,6 +29,10 @@ EVENT_TABLES: dict[str, tuple[str, ...]] = {
     "contention": ("series", "clock_drops"),
     "imbalance": ("drift", "bubbles", "iterations"),
     "bound": ("kernels",),
+    "transfers": ("intervals",),
+    "memory": ("series",),
+    "steps": ("steps", "requests"),
+    "load": ("windows",),
 }
 
 

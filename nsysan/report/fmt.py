@@ -56,6 +56,13 @@ def ratio(value: float | None, decimals: int = 2) -> str:
     return f"{value:.{decimals}f}×"
 
 
+def rate(per_s: float | None) -> str:
+    """Events per second: ``283813.1`` → ``"284k"``, ``19.6`` → ``"19.6"``."""
+    if per_s is None or (isinstance(per_s, float) and math.isnan(per_s)):
+        return "n/a"
+    return f"{per_s / 1_000:,.0f}k" if per_s >= 1_000 else f"{per_s:,.1f}"
+
+
 def count(n: int | None) -> str:
     """``1234567`` → ``"1,234,567"``."""
     return "n/a" if n is None else f"{n:,}"

@@ -11,14 +11,14 @@ DEFINITIONS: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
     "gaps": (
         ("Gaps, gap share, dominant gap, steady state", "间隙、间隙占比、主导间隙、稳态"),
         (
-            "Busy = the union of a GPU's kernels over all its streams (overlaps counted once). The window runs from the "
+            "Busy = the union of a GPU's kernels (and CUDA graph executions) over all its streams (overlaps counted once). The window runs from the "
             "GPU's first to its last kernel unless --start/--end, --nvtx-range or --skip-warmup say otherwise. A gap is a "
             "maximal interval inside the window with no kernel running; gap share = gap time / window. The longest gap is "
             "dominant when it is 25% of the window or more, and it is the start-up when the GPU did at most 10% of its work "
             "before it; steady state then starts where it ends, and steady-state gap share is measured from there. Times "
             "are on the trace timeline, the values --start/--end take. Kernel and gap medians are over the GPU's kernels "
             "and its steady-state gaps.",
-            "忙碌 = 某张卡所有流上内核区间的并集（重叠只计一次）。时间窗从该卡第一个内核到最后一个内核，除非用 --start/--end、"
+            "忙碌 = 某张卡所有流上内核（及 CUDA 图执行）区间的并集（重叠只计一次）。时间窗从该卡第一个内核到最后一个内核，除非用 --start/--end、"
             "--nvtx-range 或 --skip-warmup 另行指定。间隙是时间窗内没有任何内核运行的最长区间；间隙占比 = 间隙时间 / 时间窗。"
             "最长间隙占时间窗 25% 及以上即为主导间隙；若该卡在它之前完成的工作不超过 10%，它就是启动阶段，稳态从它结束处开始，"
             "稳态间隙占比从那里算起。时间为时间线上的位置，即 --start/--end 接受的数值。内核与间隙的中位数分别按该卡的内核和稳态间隙计算。",
@@ -60,11 +60,13 @@ DEFINITIONS: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
             "host was late, and the cause is what the feeding thread was doing: in a CUDA synchronizing call, a GIL-signature "
             "wait (repeated ~5 ms condition waits), a blocking OS call, another CUDA or OS call, off CPU, or inside a named "
             "NVTX range; 'unattributed' when the trace has none of that data. If the next kernel was launched before the gap "
-            "began, the work was queued and the GPU waited (GPU-side wait). Measured host-side causes are all but "
+            "began, the work was queued and the GPU waited (GPU-side wait). Time during which the GPU ran a memcpy or "
+            "memset is 'GPU busy with a transfer', before any other cause. Measured host-side causes are all but "
             "'unattributed'. NVTX coverage (share of gap time inside a range) overlaps the causes and other ranges.",
             "间隙中的每一纳秒对应一个原因。若下一个内核的发射调用在间隙开始之后才开始，说明主机滞后，原因即发射线程当时在做什么：CUDA 同步调用、"
             "GIL 特征等待（反复约 5 ms 的条件等待）、阻塞型系统调用、其他 CUDA 或系统调用、被调度出 CPU、或位于命名的 NVTX 区间内；"
-            "追踪中没有这些数据时记为“未归因”。若内核在间隙开始前已发射，说明工作已排队而 GPU 在等待（GPU 侧等待）。“实测的主机侧原因”指除“未归因”"
+            "追踪中没有这些数据时记为“未归因”。若内核在间隙开始前已发射，说明工作已排队而 GPU 在等待（GPU 侧等待）。GPU 正在执行 memcpy 或 memset 的时间"
+            "归为“GPU 正在传输”，优先于其他原因。“实测的主机侧原因”指除“未归因”"
             "之外的主机侧原因。NVTX 覆盖（位于某区间内的间隙时间占比）与各原因以及其他区间相互重叠。",
         ),
     ),
@@ -102,6 +104,18 @@ DEFINITIONS: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
             "没有 Nsight Compute 数据的内核计为“unjoined”，不做推测。",
         ),
     ),
+    "transfers": (
+        ("Memory transfers and memsets", "内存传输与 memset"),
+        (
+            "Per GPU and operation (host-to-device, device-to-host, peer, memset, ...): count, bytes and the sum of "
+            "durations over the whole trace, as NVIDIA's cuda_gpu_mem_time_sum reports it. Transfer time in the window is "
+            "the union of the GPU's memcpys and memsets inside its window; the part with no kernel running is the exposed "
+            "share. Transfers are not busy time; gap time during which one runs is 'GPU busy with a transfer'.",
+            "按卡与操作类型（主机到设备、设备到主机、卡间、memset 等）：整条时间线上的次数、字节数与时长之和，与 NVIDIA 的 "
+            "cuda_gpu_mem_time_sum 口径一致。时间窗内的传输时间是该卡 memcpy 与 memset 在时间窗内的区间并集；其中没有内核运行的部分即暴露占比。"
+            "传输不计入忙碌时间；其运行期间的间隙时间归为“GPU 正在传输”。",
+        ),
+    ),
     "contention": (
         (
             "Contention signals: clocks, SM activity, bandwidth",
@@ -137,6 +151,12 @@ SHORT_TITLES = {
     "nccl": ("communication", "通信"),
     "bound": ("bound class", "受限类型"),
     "contention": ("contention", "资源争用"),
+    "transfers": ("transfers", "传输"),
+    "launch": ("launch overhead", "发射开销"),
+    "cpu": ("host CPUs", "主机 CPU"),
+    "memory": ("device memory", "显存"),
+    "steps": ("steps", "步"),
+    "load": ("load", "负载"),
 }
 
 

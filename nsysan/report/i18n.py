@@ -67,8 +67,8 @@ EN: dict[str, str] = {
     "chart.gpu": "GPU",
     "chart.trace_time": "time on the trace timeline ({unit}): the values --start/--end take",
     "chart.nccl_share": "NCCL share",
-    "chart.copy_share": "copy share",
-    "chart.copies": "copies",
+    "chart.copy_share": "transfer share",
+    "chart.copies": "copies & memsets",
     "zoom.title": "Zoomed lane view (steady state)",
     "chart.busy_share": "busy share",
     "chart.outside_window": "outside the analysis window",
@@ -82,7 +82,7 @@ EN: dict[str, str] = {
     "timeline.explain": (
         "Aggregated: each cell is the share of a {bin} time bin during which the GPU "
         "ran at least one kernel (dark = busy, pale = idle, blank = outside that GPU's "
-        "window). Red outlines and ▼ mark the longest gaps. NCCL kernels (purple) and memory copies (green) "
+        "window). Red outlines and ▼ mark the longest gaps. NCCL kernels (purple) and memory copies and memsets (green) "
         "have their own rows under their GPU."
     ),
     "histogram.title": "Gap-size distribution",
@@ -144,8 +144,8 @@ ZH: dict[str, str] = {
     "chart.gpu": "GPU",
     "chart.trace_time": "时间线上的时间（{unit}），即 --start/--end 接受的数值",
     "chart.nccl_share": "NCCL 占比",
-    "chart.copy_share": "拷贝占比",
-    "chart.copies": "拷贝",
+    "chart.copy_share": "传输占比",
+    "chart.copies": "拷贝与 memset",
     "zoom.title": "放大的逐卡视图（稳态）",
     "chart.busy_share": "忙碌占比",
     "chart.outside_window": "不在分析窗口内",
@@ -159,7 +159,7 @@ ZH: dict[str, str] = {
     "timeline.explain": (
         "已聚合：每个格子表示在 {bin} 的时间段内该 GPU 至少运行一个内核的时间占比"
         "（深色 = 忙碌，浅色 = 空闲，空白 = 不在该卡的分析窗口内）。红框和 ▼ 标出最长的间隙。"
-        "NCCL 内核（紫色）与内存拷贝（绿色）在各自 GPU 下方单独成行。"
+        "NCCL 内核（紫色）与内存拷贝与 memset（绿色）在各自 GPU 下方单独成行。"
     ),
     "histogram.title": "间隙长度分布",
     "histogram.explain": "按长度（对数刻度）统计的间隙：左为数量，右为累计空闲时间。",

@@ -20,7 +20,12 @@ from nsysan.report import fmt, view_gpu
 from nsysan.report.catalog import cause_label, short_cause, translate
 from nsysan.report.glossary import definition_anchor, definition_title
 from nsysan.report.view_appendix import appendix, ncu_join_warning
+from nsysan.report.view_contexts import context_table
+from nsysan.report.view_graphs import graph_table
+from nsysan.report.view_load import load_section, steps_section
+from nsysan.report.view_resources import cpu_section, launch_section, memory_section
 from nsysan.report.view_timeline import timeline_section
+from nsysan.report.view_transfers import transfer_operation_table, transfer_summary_table
 from nsysan.report.viewmodel import (
     Evidence,
     FindingView,
@@ -173,6 +178,11 @@ def _sections(analysis: Analysis, labels: dict[int, str], lang: Lang) -> tuple[S
         _communication_section(analysis, labels, lang, facts),
         _bound_section(analysis, labels, lang),
         _contention_section(analysis, labels, lang),
+        launch_section(analysis, lang),
+        cpu_section(analysis, lang),
+        memory_section(analysis, lang),
+        steps_section(analysis, lang),
+        load_section(analysis, lang),
     )
 
 
@@ -239,17 +249,23 @@ def _gpu_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: 
         "explicit": ("explicit", "指定"),
         "nvtx": ("NVTX range", "NVTX 区间"),
     }[window.kind]
+    with_graphs = (
+        (" and CUDA graph executions", "与 CUDA 图执行")
+        if analysis.trace.graphs.height
+        else ("", "")
+    )
     note = _l(
         lang,
-        f"Window: {kind[0]}; busy = union of kernels on the GPU (all streams). "
+        f"Window: {kind[0]}; busy = union of kernels{with_graphs[0]} on the GPU (all streams). "
         + ("GR Active comes from GPU metrics. " if has_gr else "")
         + ("Steady state: after the start-up gap (see Gaps). " if facts.warmup_detected else "")
         + "Host causes are over steady state.",
-        f"时间窗：{kind[1]}；忙碌 = 该卡上所有流的内核区间并集。"
+        f"时间窗：{kind[1]}；忙碌 = 该卡上所有流的内核{with_graphs[1]}区间并集。"
         + ("GR Active 来自 GPU 指标。" if has_gr else "")
         + ("稳态：启动间隙之后（见“间隙”一节）。" if facts.warmup_detected else "")
         + "主机侧原因按稳态计算。",
     )
+    graphs = graph_table(analysis, lang)
     devices = Table(
         title=_l(lang, "Devices", "设备"),
         columns=("GPU", _l(lang, "device", "设备"), _l(lang, "identity", "标识")),
@@ -258,7 +274,17 @@ def _gpu_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: 
     return Section(
         key="gpus",
         title=TITLES["gpus"][lang],
-        tables=(Table(columns=columns, rows=tuple(rows), note=note), devices),
+        tables=tuple(
+            t
+            for t in (
+                Table(columns=columns, rows=tuple(rows), note=note),
+                transfer_summary_table(analysis, lang),
+                graphs,
+                context_table(analysis, lang),
+                devices,
+            )
+            if t is not None
+        ),
     )
 
 
@@ -724,7 +750,7 @@ def _communication_section(
     analysis: Analysis, labels: dict[int, str], lang: Lang, facts: Facts
 ) -> Section:
     n = analysis.nccl
-    transfers = view_gpu.transfer_table(analysis, lang)
+    transfers = transfer_operation_table(analysis, lang)
     if n is None or n.nccl_kernels == 0:
         reason = translate(analysis.unavailable.get("nccl", ""), lang) or _l(
             lang, "no NCCL kernels in this trace", "此时间线中没有 NCCL 内核"

@@ -4,7 +4,7 @@ Every number a finding (and so the headline) states comes from
 :mod:`nsysan.diagnose.gpu_facts`; these builders lay the same values out as tables in
 the sections that define them: the dominant gap and steady state (gaps section), the
 host-side causes per GPU and pooled, with overlapping NVTX coverage labelled as such
-(host section), the longest NCCL kernels and the transfer share (communication), and a
+(host section), the longest NCCL kernels (communication), and a
 zoomed timeline of the steady state. Formatting is :mod:`nsysan.report.fmt`'s.
 """
 
@@ -269,59 +269,6 @@ def nccl_outlier_table(facts: Facts, lang: Lang) -> Table | None:
             lang,
             "The median is over that collective's kernels on the same GPU.",
             "中位数按同一张卡上该集合通信的所有内核计算。",
-        ),
-    )
-
-
-def transfer_table(analysis: Analysis, lang: Lang) -> Table | None:
-    """Memory copies per GPU: count, time, and share of the GPU's window."""
-    copies = analysis.trace.memcpy.filter(pl.col("gpu").is_not_null())
-    if copies.is_empty() or analysis.busy is None:
-        return None
-    windows = analysis.busy.windows
-    per = (
-        copies.join(windows, on="gpu")
-        .with_columns(
-            (
-                pl.min_horizontal("end_ns", "window_end_ns")
-                - pl.max_horizontal("start_ns", "window_start_ns")
-            )
-            .clip(lower_bound=0)
-            .alias("in_ns"),
-            (pl.col("window_end_ns") - pl.col("window_start_ns")).alias("window_ns"),
-        )
-        .group_by("gpu")
-        .agg(
-            pl.len().alias("n"),
-            pl.col("in_ns").sum(),
-            pl.col("bytes").sum(),
-            pl.col("window_ns").first(),
-        )
-        .sort("gpu")
-    )
-    return Table(
-        title=_l(lang, "Memory transfers", "内存传输"),
-        columns=(
-            "GPU",
-            _l(lang, "copies", "拷贝次数"),
-            _l(lang, "bytes", "字节数"),
-            _l(lang, "transfer time", "传输时间"),
-            _l(lang, "share of the window", "占时间窗"),
-        ),
-        rows=tuple(
-            (
-                f"GPU {g}",
-                fmt.count(n),
-                fmt.nbytes(b),
-                fmt.duration(t),
-                fmt.percent(t / w if w else None),
-            )
-            for g, n, t, b, w in per.select("gpu", "n", "in_ns", "bytes", "window_ns").iter_rows()
-        ),
-        note=_l(
-            lang,
-            "Sum of copy durations inside the window (copies on several streams can overlap). Copies are not part of busy time.",
-            "时间窗内拷贝时长之和（多条流上的拷贝可能重叠）。拷贝不计入忙碌时间。",
         ),
     )
 

@@ -51,16 +51,20 @@ def _binned_busy(intervals: pl.DataFrame, gpu: int, edges: np.ndarray) -> np.nda
 
 
 def _lanes(analysis: Analysis) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Disjoint NCCL-kernel and memory-copy intervals per GPU (their own timeline rows)."""
+    """Disjoint NCCL-kernel and transfer (memcpy and memset) intervals per GPU (their own
+    timeline rows)."""
     kernels = analysis.trace.kernels.filter(pl.col("gpu").is_not_null())
     nccl = classify_nccl(kernels.select("gpu", "start_ns", "end_ns", "short_name", "name"))
     nccl = nccl.filter(pl.col("is_nccl") & (pl.col("end_ns") >= pl.col("start_ns")))
-    copies = analysis.trace.memcpy.filter(
-        pl.col("gpu").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns"))
+    transfers = analysis.transfers
+    copies = (
+        transfers.intervals
+        if transfers is not None
+        else pl.DataFrame(schema={"gpu": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64})
     )
     return (
         union_intervals(nccl.select("gpu", "start_ns", "end_ns"), by="gpu"),
-        union_intervals(copies.select("gpu", "start_ns", "end_ns"), by="gpu"),
+        copies.select(pl.col("gpu").cast(nccl.schema["gpu"]), "start_ns", "end_ns"),
     )
 
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 
-from nsysan.simulate import scenarios
+from nsysan.simulate import scenarios, scenarios_resources, serving
 from nsysan.simulate.engine import Engine
 from nsysan.simulate.ncu import write_ncu_csv
 from nsysan.simulate.scenarios import Context, Outcome, Scenario
@@ -41,6 +42,8 @@ class _Spec:
     seed_section: str
     top_finding: str | None
     fixture_scale: float  # scale of the small file in fixtures/
+    # Scenarios that write the same run two ways share their random draws.
+    same_run_as: str | None = None
 
 
 _SPECS: dict[str, _Spec] = {
@@ -109,6 +112,62 @@ _SPECS: dict[str, _Spec] = {
         "clock-throttling",
         FIXTURE_SCALE,
     ),
+    "serving-graphs": _Spec(
+        partial(serving.serving_graphs, level="graph"),
+        "8xA100, TP=8 serving: decode steps as CUDA-graph replays (graph-level trace), "
+        "prefill eager, NCCL all-reduce, a scheduler that is sometimes late",
+        "4.3",
+        None,
+        FIXTURE_SCALE,
+    ),
+    "serving-graphs-nodes": _Spec(
+        partial(serving.serving_graphs, level="node"),
+        "serving-graphs, the same run traced at node level (--cuda-graph-trace=node)",
+        "4.3",
+        None,
+        FIXTURE_SCALE,
+        same_run_as="serving-graphs",
+    ),
+    "launch-bound": _Spec(
+        scenarios_resources.launch_bound,
+        "1xA100 decode of a small model at batch 1: kernels of a few µs launched from a "
+        "C++ loop; the GPU idles in µs gaps between launches",
+        "4.4",
+        "launch-bound",
+        FIXTURE_SCALE,
+    ),
+    "cpu-saturated": _Spec(
+        scenarios_resources.cpu_saturated,
+        "2xA100, DP=2 on a 16-core host whose data-loader workers fill every core: the "
+        "feeding threads wait for a core before each step",
+        "4.4",
+        "cpu-saturated",
+        FIXTURE_SCALE,
+    ),
+    "gil-blocked": _Spec(
+        scenarios_resources.gil_blocked,
+        "2xA100 fed by two threads of one Python process on a 16-core host; a tokenizer "
+        "thread holds the GIL, so the feeding threads wait for it while most cores idle",
+        "4.5",
+        "cpu-blocked",
+        FIXTURE_SCALE,
+    ),
+    "kv-cache-full": _Spec(
+        scenarios_resources.kv_cache_full,
+        "4xA100, DP=4 decode with device-memory events: GPU 2 serves long contexts, its "
+        "KV cache sits above 90% of 80 GB and its scheduler stalls before steps",
+        "4.2",
+        "memory-pressure",
+        FIXTURE_SCALE,
+    ),
+    "request-burst": _Spec(
+        scenarios_resources.request_burst,
+        "4xA100, DP=4 behind a router: a burst of 48 requests in 40 ms goes to the GPU that "
+        "received the fewest lately; the other GPUs wait on empty queues while it works",
+        "4.3",
+        "request-burst",
+        LONG_TAIL_FIXTURE_SCALE,
+    ),
     "balanced": _Spec(
         scenarios.balanced,
         "4xA100, TP=4 over NVLink, fast host, steady clocks: a healthy control",
@@ -154,7 +213,7 @@ def generate(
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale}")
     path = Path(out_path)
-    rng = random.Random(f"nsysan.simulate/{name}/{seed}")
+    rng = random.Random(f"nsysan.simulate/{spec.same_run_as or name}/{seed}")
     builder = TraceBuilder()
     ctx = Context(rng, builder, Engine(builder, rng), scale, hostile_names)
     outcome = spec.build(ctx)

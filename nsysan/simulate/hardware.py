@@ -82,5 +82,15 @@ SYSTEM_ENV: tuple[tuple[str, int, str], ...] = (
 )
 
 
-def system_env_rows() -> list[Row]:
-    return [(schema.GLOBAL_VID, "Local (CLI)", n, e, v) for n, e, v in SYSTEM_ENV]
+def system_env_rows(cpu_cores: int | None = None) -> list[Row]:
+    """The node's TARGET_INFO_SYSTEM_ENV rows; ``cpu_cores`` replaces the default CpuCores."""
+    return [
+        (
+            schema.GLOBAL_VID,
+            "Local (CLI)",
+            n,
+            e,
+            str(cpu_cores) if n == "CpuCores" and cpu_cores else v,
+        )
+        for n, e, v in SYSTEM_ENV
+    ]

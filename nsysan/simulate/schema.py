@@ -29,6 +29,8 @@ MEMCPY_DTOH = 2
 MEM_PAGEABLE = 0
 MEM_PINNED = 1
 MEM_DEVICE = 2
+MEMORY_ALLOC = 0  # CUDA_GPU_MEMORY_USAGE_EVENTS.memoryOperationType
+MEMORY_FREE = 1
 LAUNCH_REGULAR = 1
 CACHE_PREFER_NONE = 0
 SHMEM_LIMIT_DEFAULT = 0
@@ -232,6 +234,21 @@ CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (
     graphNodeId             INTEGER,
     sharedMemoryLimitConfig INTEGER
 )""",
+    # Not in the 2024.2 exports we hold (none used CUDA graphs): the columns of a
+    # graph-level capture as NVIDIA documents them (GRAPH_TRACE_DOC in tests/test_simulate.py).
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": """\
+CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (
+    start                   INTEGER NOT NULL,
+    end                     INTEGER NOT NULL,
+    deviceId                INTEGER NOT NULL,
+    contextId               INTEGER NOT NULL,
+    greenContextId          INTEGER,
+    streamId                INTEGER NOT NULL,
+    correlationId           INTEGER,
+    globalPid               INTEGER,
+    graphId                 INTEGER NOT NULL,
+    graphExecId             INTEGER NOT NULL
+)""",
     "CUPTI_ACTIVITY_KIND_RUNTIME": """\
 CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (
     start                   INTEGER NOT NULL,
@@ -369,6 +386,28 @@ CREATE TABLE ENUM_CUDA_SHARED_MEM_LIMIT_CONFIG (
     id                      INTEGER NOT NULL PRIMARY KEY,
     name                    TEXT,
     label                   TEXT
+)""",
+    # Columns as in the 2022.2 export T002 (no 2024.2 export in the shared traces has it).
+    "CUDA_GPU_MEMORY_USAGE_EVENTS": """\
+CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (
+    start                   INTEGER NOT NULL,
+    globalPid               INTEGER NOT NULL,
+    deviceId                INTEGER NOT NULL,
+    contextId               INTEGER NOT NULL,
+    address                 INTEGER NOT NULL,
+    pc                      INTEGER NOT NULL,
+    bytes                   INTEGER NOT NULL,
+    memKind                 INTEGER NOT NULL,
+    memoryOperationType     INTEGER NOT NULL,
+    name                    TEXT,
+    correlationId           INTEGER
+)""",
+    "SCHED_EVENTS": """\
+CREATE TABLE SCHED_EVENTS (
+    start                   INTEGER NOT NULL,
+    cpu                     INTEGER NOT NULL,
+    isSchedIn               INTEGER NOT NULL,
+    globalTid               INTEGER
 )""",
 }
 

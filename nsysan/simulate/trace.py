@@ -74,6 +74,8 @@ class TraceBuilder:
         self.copy_runs: list[CopyRun] = []
         self.last_metric_ns = 0
         self.host_spans: list[HostSpan] = []
+        # TARGET_INFO_SYSTEM_ENV CpuCores, when a scenario models a smaller host.
+        self.cpu_cores: int | None = None
 
     def string_id(self, value: str) -> int:
         """The StringIds id of ``value``, adding it on first use."""
@@ -108,7 +110,7 @@ class TraceBuilder:
 
     def kernel(
         self, pid: int, gpu: int, kernel: Kernel, start: int, end: int, corr: int,
-        stream: int = DEFAULT_STREAM,
+        stream: int = DEFAULT_STREAM, graph_node: int | None = None,
     ) -> None:  # fmt: skip
         grid_id = self._grid.get(pid, 0) + 1
         self._grid[pid] = grid_id
@@ -118,9 +120,20 @@ class TraceBuilder:
              self.string_id(kernel.mangled), schema.LAUNCH_REGULAR, schema.CACHE_PREFER_NONE,
              kernel.registers, *kernel.grid, *kernel.block, kernel.static_smem,
              kernel.dynamic_smem, 0, 0, grid_id,
-             kernel.static_smem + kernel.dynamic_smem, None, schema.SHMEM_LIMIT_DEFAULT)
+             kernel.static_smem + kernel.dynamic_smem, graph_node, schema.SHMEM_LIMIT_DEFAULT)
         )  # fmt: skip
         self.kernel_runs.append(KernelRun(gpu, start, end, kernel, pid))
+
+    def graph_execution(
+        self, pid: int, gpu: int, graph_id: int, exec_id: int, start: int, end: int, corr: int,
+        label: Kernel, stream: int = DEFAULT_STREAM,
+    ) -> None:  # fmt: skip
+        """One graph-level replay (``--cuda-graph-trace=graph``); ``label`` names it in the
+        ground truth, where it counts as one unit of GPU work."""
+        self.rows["CUPTI_ACTIVITY_KIND_GRAPH_TRACE"].append(
+            (start, end, gpu, CONTEXT_ID, None, stream, corr, global_pid(pid), graph_id, exec_id)
+        )
+        self.kernel_runs.append(KernelRun(gpu, start, end, label, pid))
 
     def memcpy(
         self, pid: int, gpu: int, kind: int, nbytes: int, start: int, end: int, corr: int
@@ -164,6 +177,19 @@ class TraceBuilder:
              callchain)
         )  # fmt: skip
         self.host_spans.append(HostSpan(pid, tid, start, end, "osrt", name))
+
+    def device_memory(self, pid: int, gpu: int, t: int, address: int, nbytes: int, op: int) -> None:
+        """A cudaMalloc (``op`` 0) or cudaFree (1) of device memory (memKind Device)."""
+        self.rows["CUDA_GPU_MEMORY_USAGE_EVENTS"].append(
+            (t, global_pid(pid), gpu, CONTEXT_ID, address, 0x7F00_0000, nbytes, schema.MEM_DEVICE,
+             op, None, None)
+        )  # fmt: skip
+
+    def on_cpu(self, pid: int, tid: int, cpu: int, start: int, end: int) -> None:
+        """A thread on ``cpu`` from ``start`` to ``end``: a switch-in and a switch-out row."""
+        gtid = global_tid(pid, tid)
+        self.rows["SCHED_EVENTS"].append((start, cpu, 1, gtid))
+        self.rows["SCHED_EVENTS"].append((end, cpu, 0, gtid))
 
     def callchain(self, chain_id: int, frames: tuple[tuple[str, str], ...]) -> None:
         """One OSRT backtrace: (symbol, module) pairs, innermost first."""

@@ -55,7 +55,7 @@ def add_header(
     epoch_ns = int(SESSION_START.timestamp()) * 1_000_000_000
     stamp = SESSION_START.strftime("%Y-%m-%dT%H:%M:%S")
     b.rows["TARGET_INFO_SESSION_START_TIME"].append((epoch_ns, stamp, stamp))
-    b.rows["TARGET_INFO_SYSTEM_ENV"].extend(system_env_rows())
+    b.rows["TARGET_INFO_SYSTEM_ENV"].extend(system_env_rows(b.cpu_cores))
     b.rows["TARGET_INFO_GPU"].extend(target_info_gpu_row(g) for g in gpus)
     for table, rows in schema.ENUM_ROWS.items():
         b.rows[table].extend(rows)

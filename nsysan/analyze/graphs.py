@@ -1,0 +1,79 @@
+"""CUDA graph work per GPU: graph-level executions and node-level kernels by graph launch.
+
+Definitions (docs/metrics/graphs.md):
+
+* **Graph level**: per GPU and graph id, the executions (``trace.graphs``) and their
+  summed duration (``time_ns``), clipped to nothing: an execution is one unit of work.
+* **Node level**: per GPU, the kernels whose launch call, found by (source, pid,
+  correlation id) among the CUDA API rows, is ``cudaGraphLaunch``/``cuGraphLaunch``;
+  ``executions`` is the number of distinct launches they came from and ``time_ns`` the
+  sum of the kernels' durations.
+
+``level`` says which; one trace can hold both (processes captured differently).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from nsysan.ingest.graphs import GRAPH_LAUNCH_APIS
+from nsysan.model import Trace
+from nsysan.names import is_one_of, values_matching
+
+__all__ = ["graph_work_per_gpu"]
+
+_SCHEMA = {
+    "gpu": pl.Int32,
+    "level": pl.String,
+    "graph_id": pl.Int64,
+    "executions": pl.Int64,
+    "kernels": pl.Int64,
+    "time_ns": pl.Int64,
+}
+_CALL_KEYS = ["source", "pid", "correlation_id"]
+
+
+def _graph_launch_names(cuda_api: pl.DataFrame) -> list[str]:
+    names = values_matching(cuda_api["name"], "GraphLaunch")
+    return [n for n in names if n in GRAPH_LAUNCH_APIS]
+
+
+def graph_work_per_gpu(trace: Trace) -> pl.DataFrame:
+    """One row per (gpu, level, graph id): ``gpu, level, graph_id, executions, kernels,
+    time_ns`` (``graph_id`` null at node level, where kernels do not name their graph)."""
+    duration = (pl.col("end_ns") - pl.col("start_ns")).sum().cast(pl.Int64)
+    parts = []
+    if trace.graphs.height:
+        parts.append(
+            trace.graphs.group_by("gpu", "graph_id").agg(
+                pl.lit("graph").alias("level"),
+                pl.len().cast(pl.Int64).alias("executions"),
+                pl.lit(None, dtype=pl.Int64).alias("kernels"),
+                duration.alias("time_ns"),
+            )
+        )
+    launches = _graph_launch_names(trace.cuda_api) if trace.cuda_api.height else []
+    if launches:
+        calls = (
+            trace.cuda_api.filter(is_one_of(pl.col("name"), launches)).select(_CALL_KEYS).unique()
+        )
+        # Graph-level executions share their launch's correlation id: not node kernels.
+        executions = trace.graphs.select(_CALL_KEYS)
+        nodes = trace.kernels.join(calls, on=_CALL_KEYS, how="semi").join(
+            executions, on=_CALL_KEYS, how="anti"
+        )
+        if nodes.height:
+            parts.append(
+                nodes.group_by("gpu").agg(
+                    pl.lit("node").alias("level"),
+                    pl.lit(None, dtype=pl.Int64).alias("graph_id"),
+                    pl.struct(_CALL_KEYS).n_unique().cast(pl.Int64).alias("executions"),
+                    pl.len().cast(pl.Int64).alias("kernels"),
+                    duration.alias("time_ns"),
+                )
+            )
+    if not parts:
+        return pl.DataFrame(schema=_SCHEMA)
+    return pl.concat([p.select(list(_SCHEMA)).cast(_SCHEMA) for p in parts]).sort(  # type: ignore[arg-type]
+        "gpu", "level", "graph_id", nulls_last=True
+    )

@@ -1,0 +1,254 @@
+"""Launch overhead and launch configuration, per GPU.
+
+Definitions (docs/metrics/launch.md):
+
+* Over each GPU's analysis window (``busy.windows``), the kernels that *start* in it:
+  ``kernels``, ``launch_rate`` (kernels per second of window), the duration
+  percentiles ``kernel_p50_ns``/``kernel_p90_ns``/``kernel_p99_ns`` (nearest-rank),
+  ``small_kernel_share`` (share of those kernels shorter than :data:`SMALL_KERNEL_NS`)
+  and ``small_kernel_time_share`` (their share of the kernel time).
+* **Launch-scale gaps**: gaps of the GPU's busy union (``gaps.gaps``) shorter than
+  :data:`SHORT_GAP_NS`, the time between back-to-back kernels that a launch and the
+  GPU's scheduling take: ``short_gap_count``, ``short_gap_ns`` and ``short_gap_share``
+  (over the window).
+* **Launch-bound** (``launch_bound``): at least :data:`LAUNCH_BOUND_SMALL_SHARE` of
+  the kernels are small and launch-scale gaps are at least
+  :data:`LAUNCH_BOUND_GAP_SHARE` of the window: the GPU spends a large part of its time
+  between tiny kernels, so the launch path, not the work, sets the pace.
+* ``durations``: per GPU, kernel count and time per duration bucket
+  (:data:`DURATION_BUCKET_LABELS`).
+* ``configs``: per GPU, the :data:`TOP_KERNELS` kernel names with the most kernel time
+  (whole trace, not only the window: launch configurations are read aggregated per
+  kernel name in SQL for each process's top names, ``nsysan.ingest.resources``), one
+  row per (name, grid, block):
+  ``blocks`` (grid x*y*z), ``threads_per_block`` (block x*y*z), ``launches``,
+  ``total_ns``, ``time_share`` (of the GPU's kernel time), and the flags
+  ``one_thread_blocks`` (1 thread per block: one lane of a 32-lane warp does work),
+  ``sub_warp_blocks`` (fewer than 32 threads a block) and ``single_block`` (a grid of
+  one block runs on one SM).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+__all__ = [
+    "DURATION_BUCKET_LABELS",
+    "LAUNCH_BOUND_GAP_SHARE",
+    "LAUNCH_BOUND_SMALL_SHARE",
+    "SHORT_GAP_NS",
+    "SMALL_KERNEL_NS",
+    "TOP_KERNELS",
+    "WARP_THREADS",
+    "LaunchResult",
+    "measure_launch",
+]
+
+SMALL_KERNEL_NS = 10_000
+SHORT_GAP_NS = 10_000
+LAUNCH_BOUND_SMALL_SHARE = 0.5
+LAUNCH_BOUND_GAP_SHARE = 0.2
+TOP_KERNELS = 5
+WARP_THREADS = 32
+DURATION_BUCKET_EDGES_NS = (1_000, 10_000, 100_000, 1_000_000)
+DURATION_BUCKET_LABELS = ("<1 µs", "1–10 µs", "10–100 µs", "0.1–1 ms", "≥1 ms")
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    """Launch overhead per GPU, kernel duration buckets and the top kernels' configurations.
+
+    ``per_gpu``: ``gpu, window_ns, kernels, kernel_ns, launch_rate, kernel_p50_ns,
+    kernel_p90_ns, kernel_p99_ns, small_kernel_count, small_kernel_share,
+    small_kernel_time_share, gap_count, short_gap_count, short_gap_ns, short_gap_share,
+    launch_bound``.
+    ``durations``: ``gpu, bucket, label, count, time_ns``.
+    ``configs``: ``gpu, short_name, grid_x … block_z, blocks, threads_per_block,
+    launches, total_ns, time_share, one_thread_blocks, sub_warp_blocks, single_block``;
+    empty when ``configs_available`` is False (the export has no grid/block columns).
+    """
+
+    per_gpu: pl.DataFrame
+    durations: pl.DataFrame
+    configs: pl.DataFrame
+    configs_available: bool
+
+    def gpu(self, gpu: int) -> dict[str, object] | None:
+        rows = self.per_gpu.filter(pl.col("gpu") == gpu)
+        return rows.row(0, named=True) if rows.height else None
+
+
+def _bucket(duration: pl.Expr) -> pl.Expr:
+    expr = pl.lit(len(DURATION_BUCKET_EDGES_NS), dtype=pl.Int32)
+    for i, edge in reversed(list(enumerate(DURATION_BUCKET_EDGES_NS))):
+        expr = pl.when(duration < edge).then(pl.lit(i, dtype=pl.Int32)).otherwise(expr)
+    return expr
+
+
+def _nearest_rank(q: float) -> pl.Expr:
+    """The smallest duration with at least ``q`` of the kernels at or below it."""
+    rank = (pl.len() * q).ceil().cast(pl.Int64).clip(1) - 1
+    return pl.col("_d").sort().gather(rank).first().cast(pl.Int64)
+
+
+def measure_launch(
+    kernels: pl.DataFrame,
+    gaps: pl.DataFrame,
+    windows: pl.DataFrame,
+    launch_configs: pl.DataFrame,
+) -> LaunchResult:
+    """Launch overhead per GPU over its window; configurations of its top kernels."""
+    w = windows.select(
+        pl.col("gpu").cast(pl.Int32), "window_start_ns", "window_end_ns"
+    ).with_columns((pl.col("window_end_ns") - pl.col("window_start_ns")).alias("window_ns"))
+    inside = (
+        kernels.lazy()
+        .filter(pl.col("gpu").is_not_null())
+        .select(
+            pl.col("gpu").cast(pl.Int32),
+            "start_ns",
+            (pl.col("end_ns") - pl.col("start_ns")).alias("_d"),
+        )
+        .join(w.lazy(), on="gpu")
+        .filter(
+            (pl.col("start_ns") >= pl.col("window_start_ns"))
+            & (pl.col("start_ns") < pl.col("window_end_ns"))
+        )
+        .collect()
+    )
+    small = pl.col("_d") < SMALL_KERNEL_NS
+    stats = inside.group_by("gpu").agg(
+        pl.len().alias("kernels"),
+        pl.col("_d").sum().alias("kernel_ns"),
+        _nearest_rank(0.5).alias("kernel_p50_ns"),
+        _nearest_rank(0.9).alias("kernel_p90_ns"),
+        _nearest_rank(0.99).alias("kernel_p99_ns"),
+        small.sum().cast(pl.Int64).alias("small_kernel_count"),
+        pl.col("_d").filter(small).sum().alias("_small_ns"),
+    )
+    g = gaps.select(pl.col("gpu").cast(pl.Int32), "duration_ns")
+    short = pl.col("duration_ns") < SHORT_GAP_NS
+    gap_stats = g.group_by("gpu").agg(
+        pl.len().cast(pl.Int64).alias("gap_count"),
+        short.sum().cast(pl.Int64).alias("short_gap_count"),
+        pl.col("duration_ns").filter(short).sum().alias("short_gap_ns"),
+    )
+    per_gpu = (
+        w.join(stats, on="gpu", how="left")
+        .join(gap_stats, on="gpu", how="left")
+        .with_columns(
+            pl.col("kernels", "kernel_ns", "small_kernel_count", "_small_ns").fill_null(0),
+            pl.col("gap_count", "short_gap_count", "short_gap_ns").fill_null(0),
+        )
+        .with_columns(
+            _share(pl.col("kernels") * 1e9, "window_ns").alias("launch_rate"),
+            _share(pl.col("small_kernel_count"), "kernels").alias("small_kernel_share"),
+            _share(pl.col("_small_ns"), "kernel_ns").alias("small_kernel_time_share"),
+            _share(pl.col("short_gap_ns"), "window_ns").alias("short_gap_share"),
+        )
+        .with_columns(
+            (
+                (pl.col("small_kernel_share").fill_null(0) >= LAUNCH_BOUND_SMALL_SHARE)
+                & (pl.col("short_gap_share").fill_null(0) >= LAUNCH_BOUND_GAP_SHARE)
+            ).alias("launch_bound")
+        )
+        .select(
+            "gpu",
+            "window_ns",
+            "kernels",
+            "kernel_ns",
+            "launch_rate",
+            "kernel_p50_ns",
+            "kernel_p90_ns",
+            "kernel_p99_ns",
+            "small_kernel_count",
+            "small_kernel_share",
+            "small_kernel_time_share",
+            "gap_count",
+            "short_gap_count",
+            "short_gap_ns",
+            "short_gap_share",
+            "launch_bound",
+        )  # fmt: skip
+        .sort("gpu")
+    )
+    durations = _durations(inside, w)
+    kernel_ns = (
+        kernels.filter(pl.col("gpu").is_not_null())
+        .group_by(pl.col("gpu").cast(pl.Int32))
+        .agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("_gpu_ns"))
+    )
+    configs = _configs(launch_configs, kernel_ns)
+    return LaunchResult(
+        per_gpu=per_gpu,
+        durations=durations,
+        configs=configs,
+        configs_available=launch_configs.height > 0,
+    )
+
+
+def _share(num: pl.Expr, den: str) -> pl.Expr:
+    return pl.when(pl.col(den) > 0).then(num / pl.col(den))
+
+
+def _durations(inside: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    buckets = pl.DataFrame(
+        {"bucket": list(range(len(DURATION_BUCKET_LABELS))), "label": list(DURATION_BUCKET_LABELS)},
+        schema={"bucket": pl.Int32, "label": pl.String},
+    )
+    grid = windows.select("gpu").join(buckets, how="cross")
+    counted = (
+        inside.with_columns(_bucket(pl.col("_d")).alias("bucket"))
+        .group_by("gpu", "bucket")
+        .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("_d").sum().alias("time_ns"))
+    )
+    return (
+        grid.join(counted, on=["gpu", "bucket"], how="left")
+        .with_columns(pl.col("count", "time_ns").fill_null(0))
+        .sort("gpu", "bucket")
+    )
+
+
+def _configs(launch_configs: pl.DataFrame, kernel_ns: pl.DataFrame) -> pl.DataFrame:
+    cfg = launch_configs.filter(pl.col("gpu").is_not_null())
+    dims = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
+    keys = ["gpu", "short_name", *dims]
+    merged = cfg.group_by(keys).agg(pl.col("launches").sum(), pl.col("total_ns").sum())
+    by_name = merged.group_by("gpu", "short_name").agg(pl.col("total_ns").sum().alias("_name_ns"))
+    top = (
+        by_name.sort(["gpu", "_name_ns", "short_name"], descending=[False, True, False])
+        .group_by("gpu", maintain_order=True)
+        .head(TOP_KERNELS)
+    )
+    threads = pl.col("block_x") * pl.col("block_y") * pl.col("block_z")
+    blocks = pl.col("grid_x").cast(pl.Int64) * pl.col("grid_y") * pl.col("grid_z")
+    return (
+        merged.join(top, on=["gpu", "short_name"], how="inner")
+        .join(kernel_ns, on="gpu")
+        .with_columns(
+            blocks.alias("blocks"),
+            threads.cast(pl.Int64).alias("threads_per_block"),
+            _share(pl.col("total_ns"), "_gpu_ns").alias("time_share"),
+        )
+        .with_columns(
+            (pl.col("threads_per_block") == 1).alias("one_thread_blocks"),
+            (pl.col("threads_per_block") < WARP_THREADS).alias("sub_warp_blocks"),
+            (pl.col("blocks") == 1).alias("single_block"),
+        )
+        .sort(["gpu", "_name_ns", "short_name", "total_ns"], descending=[False, True, False, True])
+        .select(
+            "gpu",
+            "short_name",
+            *dims,
+            "blocks",
+            "threads_per_block",
+            "launches",
+            "total_ns",
+            "time_share",
+            "one_thread_blocks",
+            "sub_warp_blocks",
+            "single_block",
+        )  # fmt: skip
+    )

@@ -1,0 +1,223 @@
+"""Step and request latency per GPU, and throughput.
+
+Definitions (docs/metrics/steps.md):
+
+* **Steps.** With iterations from a repeated NVTX range (``imbalance.iteration_source
+  == "nvtx"``, its text in ``iteration_label``; see docs/metrics/balance.md), the steps
+  of a GPU are that range's instances on the processes that ran kernels on the GPU, and
+  a step's time is the range's duration on the host. With iterations from a repeated
+  kernel sequence (``"kernel_sequence"``), the steps are those iterations (boundaries
+  common to all GPUs, from one reference GPU's sequence), on every GPU. Only steps that
+  overlap the GPU's window count.
+* Per GPU: ``steps``; ``steps_per_s`` = steps / (last step end − first step start);
+  ``step_p50_ns``, ``step_p90_ns``, ``step_p99_ns`` (nearest rank), ``step_max_ns``;
+  ``step_tail_ratio`` = p99 / p50. ``slowest``: the :data:`SLOWEST` longest steps per
+  GPU with their start on the trace timeline and their time over the median.
+* **Requests.** NVTX ranges whose text starts with "request" (case-insensitive; e.g.
+  vLLM-style ``request 17`` start/end ranges) on the GPU's processes: ``requests``,
+  ``requests_per_s`` (over their span), latency ``request_p50_ns``/``p99``/``max``
+  and ``request_tail_ratio``. Null when the trace has none.
+* ``kernels_per_s``: kernels starting in the window / window (docs/metrics/launch.md's
+  ``launch_rate``), for throughput next to steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+__all__ = ["REQUEST_PATTERN", "SLOWEST", "StepsResult", "measure_steps"]
+
+SLOWEST = 5
+REQUEST_PATTERN = r"(?i)^request\b"
+
+_PER_GPU = {
+    "gpu": pl.Int32,
+    "source": pl.String,
+    "label": pl.String,
+    "steps": pl.Int64,
+    "steps_per_s": pl.Float64,
+    "step_p50_ns": pl.Int64,
+    "step_p90_ns": pl.Int64,
+    "step_p99_ns": pl.Int64,
+    "step_max_ns": pl.Int64,
+    "step_tail_ratio": pl.Float64,
+    "kernels": pl.Int64,
+    "kernels_per_s": pl.Float64,
+    "requests": pl.Int64,
+    "requests_per_s": pl.Float64,
+    "request_p50_ns": pl.Int64,
+    "request_p99_ns": pl.Int64,
+    "request_max_ns": pl.Int64,
+    "request_tail_ratio": pl.Float64,
+}
+
+
+@dataclass(frozen=True)
+class StepsResult:
+    """``per_gpu`` (see the module doc), ``steps`` (``gpu, step, start_ns, end_ns,
+    duration_ns``), ``slowest`` (``gpu, start_ns, end_ns, duration_ns, over_median``) and
+    ``requests`` (``gpu, text, start_ns, end_ns, duration_ns``)."""
+
+    per_gpu: pl.DataFrame
+    steps: pl.DataFrame
+    slowest: pl.DataFrame
+    requests: pl.DataFrame
+
+    def gpu(self, gpu: int) -> dict[str, object] | None:
+        rows = self.per_gpu.filter(pl.col("gpu") == gpu)
+        return rows.row(0, named=True) if rows.height else None
+
+
+def _q(col: str, q: float) -> pl.Expr:
+    """Nearest rank: the smallest value with at least ``q`` of the values at or below it."""
+    rank = (pl.len() * q).ceil().cast(pl.Int64).clip(1) - 1
+    return pl.col(col).sort().gather(rank).first().cast(pl.Int64)
+
+
+def _spans_of_gpus(
+    nvtx: pl.DataFrame, processes: pl.DataFrame, windows: pl.DataFrame, text_filter: pl.Expr
+) -> pl.DataFrame:
+    """NVTX ranges (``text_filter``) of each GPU's processes that overlap its window."""
+    ranges = nvtx.filter(pl.col("end_ns").is_not_null() & (pl.col("end_ns") > pl.col("start_ns")))
+    ranges = ranges.filter(text_filter).select(
+        "source", "pid", pl.col("text").cast(pl.String), "start_ns", "end_ns"
+    )
+    return (
+        processes.join(ranges, on=["source", "pid"])
+        .join(windows, on="gpu")
+        .filter(
+            (pl.col("end_ns") > pl.col("window_start_ns"))
+            & (pl.col("start_ns") < pl.col("window_end_ns"))
+        )
+        .select("gpu", "text", "start_ns", "end_ns")
+        .unique()
+        .sort("gpu", "start_ns", "end_ns")
+        .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"))
+    )
+
+
+def measure_steps(
+    nvtx: pl.DataFrame,
+    processes: pl.DataFrame,
+    windows: pl.DataFrame,
+    launch_per_gpu: pl.DataFrame | None,
+    iterations: pl.DataFrame | None,
+    iteration_source: str | None,
+    iteration_label: str | None,
+) -> StepsResult:
+    """Steps, requests and throughput per GPU.
+
+    ``processes``: ``gpu, source, pid`` (the processes that ran kernels on each GPU).
+    """
+    w = windows.select(pl.col("gpu").cast(pl.Int32), "window_start_ns", "window_end_ns")
+    procs = processes.select(
+        pl.col("gpu").cast(pl.Int32), pl.col("source").cast(pl.Int32), "pid"
+    ).unique()
+    if iteration_source == "nvtx" and iteration_label:
+        steps = _spans_of_gpus(
+            nvtx, procs, w, pl.col("text").cast(pl.String) == iteration_label
+        ).drop("text")
+    elif iteration_source == "kernel_sequence" and iterations is not None:
+        steps = (
+            w.join(iterations.select("start_ns", "end_ns"), how="cross")
+            .filter(
+                (pl.col("end_ns") > pl.col("window_start_ns"))
+                & (pl.col("start_ns") < pl.col("window_end_ns"))
+            )
+            .select(
+                "gpu",
+                "start_ns",
+                "end_ns",
+                (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
+            )
+            .sort("gpu", "start_ns")
+        )
+    else:
+        steps = pl.DataFrame(
+            schema={
+                "gpu": pl.Int32,
+                "start_ns": pl.Int64,
+                "end_ns": pl.Int64,
+                "duration_ns": pl.Int64,
+            }
+        )
+    steps = steps.with_columns(
+        pl.int_range(pl.len()).over("gpu").cast(pl.Int64).alias("step")
+    ).select("gpu", "step", "start_ns", "end_ns", "duration_ns")
+    step_stats = steps.group_by("gpu").agg(
+        pl.len().cast(pl.Int64).alias("steps"),
+        (pl.len() * 1e9 / (pl.col("end_ns").max() - pl.col("start_ns").min())).alias("steps_per_s"),
+        _q("duration_ns", 0.5).alias("step_p50_ns"),
+        _q("duration_ns", 0.9).alias("step_p90_ns"),
+        _q("duration_ns", 0.99).alias("step_p99_ns"),
+        pl.col("duration_ns").max().alias("step_max_ns"),
+    )
+    requests = (
+        _spans_of_gpus(nvtx, procs, w, pl.col("text").cast(pl.String).str.contains(REQUEST_PATTERN))
+        if nvtx.height
+        else pl.DataFrame(
+            schema={
+                "gpu": pl.Int32,
+                "text": pl.String,
+                "start_ns": pl.Int64,
+                "end_ns": pl.Int64,
+                "duration_ns": pl.Int64,
+            }
+        )
+    )
+    request_stats = requests.group_by("gpu").agg(
+        pl.len().cast(pl.Int64).alias("requests"),
+        (pl.len() * 1e9 / (pl.col("end_ns").max() - pl.col("start_ns").min())).alias(
+            "requests_per_s"
+        ),
+        _q("duration_ns", 0.5).alias("request_p50_ns"),
+        _q("duration_ns", 0.99).alias("request_p99_ns"),
+        pl.col("duration_ns").max().alias("request_max_ns"),
+    )
+    kernels = (
+        launch_per_gpu.select(
+            pl.col("gpu").cast(pl.Int32),
+            pl.col("kernels").cast(pl.Int64),
+            pl.col("launch_rate").alias("kernels_per_s"),
+        )
+        if launch_per_gpu is not None
+        else pl.DataFrame(
+            schema={"gpu": pl.Int32, "kernels": pl.Int64, "kernels_per_s": pl.Float64}
+        )
+    )
+    per_gpu = (
+        w.select("gpu")
+        .join(step_stats, on="gpu", how="left")
+        .join(kernels, on="gpu", how="left")
+        .join(request_stats, on="gpu", how="left")
+        .with_columns(
+            pl.lit(iteration_source if steps.height else None, pl.String).alias("source"),
+            pl.lit(iteration_label if steps.height else None, pl.String).alias("label"),
+            pl.col("steps").fill_null(0),
+            _ratio("step_p99_ns", "step_p50_ns").alias("step_tail_ratio"),
+            _ratio("request_p99_ns", "request_p50_ns").alias("request_tail_ratio"),
+        )
+        .select(list(_PER_GPU))
+        .cast(_PER_GPU)  # type: ignore[arg-type]
+        .sort("gpu")
+    )
+    slowest = (
+        steps.join(per_gpu.select("gpu", "step_p50_ns"), on="gpu")
+        .sort(["gpu", "duration_ns", "start_ns"], descending=[False, True, False])
+        .group_by("gpu", maintain_order=True)
+        .head(SLOWEST)
+        .select(
+            "gpu",
+            "start_ns",
+            "end_ns",
+            "duration_ns",
+            (pl.col("duration_ns") / pl.col("step_p50_ns")).alias("over_median"),
+        )
+    )
+    return StepsResult(per_gpu=per_gpu, steps=steps, slowest=slowest, requests=requests)
+
+
+def _ratio(num: str, den: str) -> pl.Expr:
+    return pl.when(pl.col(den) > 0).then(pl.col(num) / pl.col(den))
