@@ -129,6 +129,7 @@ ZH_EXACT: dict[str, str] = {
     "dashboard": "监控面板视图",
     "contention": "资源争用",
     "bound": "带宽/计算受限",
+    "transfers": "传输（内存拷贝与置位）",
     "launch": "发射开销与配置",
     "cpu": "主机 CPU",
     "memory": "显存占用",
