@@ -24,6 +24,8 @@ from nsysan.errors import NsysanError
 from nsysan.simulate import SCENARIOS
 
 EXIT_OK, EXIT_INPUT_ERROR, EXIT_USAGE = 0, 1, 2
+# batch: some traces failed (the rest were written); diff/analyze: a gate tripped.
+EXIT_SOME_FAILED, EXIT_GATE = 3, 4
 # Shell convention: 128 + the signal number.
 SIGNAL_EXITS = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated")}
 
@@ -116,8 +118,11 @@ class DurationType(click.ParamType):
 DURATION = DurationType()
 
 
-def analysis_options(func: Any) -> Any:
-    """The options every analysing command shares; they build a Settings."""
+def analysis_options(func: Any, ncu: bool = True) -> Any:
+    """The options every analysing command shares; they build a Settings.
+
+    ``ncu=False`` leaves out ``--ncu`` (batch and diff find or take no single CSV).
+    """
     options = [
         click.option(
             "--busy-mode",
@@ -163,9 +168,14 @@ def analysis_options(func: Any) -> Any:
             help="Nsight Compute CSV (--page raw or details) of the same program.",
         ),
     ]
-    for option in reversed(options):
+    for option in reversed(options if ncu else options[:-1]):
         func = option(func)
     return func
+
+
+def trace_analysis_options(func: Any) -> Any:
+    """:func:`analysis_options` without ``--ncu``."""
+    return analysis_options(func, ncu=False)
 
 
 def build_settings(
@@ -204,15 +214,18 @@ def run_analysis(
     traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any, nsys_path: Path | None = None
 ) -> Any:
     from nsysan.analysis import analyze
+    from nsysan.batch.inputs import expand_run, with_source_labels
     from nsysan.ingest import load_trace
     from nsysan.ingest.ncu import read_ncu_csv
     from nsysan.progress import phase
 
     ncu = read_ncu_csv(ncu_csv) if ncu_csv else None
     names = ", ".join(p.name for p in traces[:3]) + (" ..." if len(traces) > 3 else "")
-    with phase(f"reading {names}"):
+    # A folder or archive given here holds the rank files of one run.
+    with phase(f"reading {names}"), expand_run(traces) as (files, labels):
         # Grid and block sizes only serve the Nsight Compute join.
-        trace = load_trace(list(traces), launch_config=ncu is not None, nsys_path=nsys_path)
+        trace = load_trace(files, launch_config=ncu is not None, nsys_path=nsys_path)
+        trace = with_source_labels(trace, labels)
     with phase(f"analysing {trace.kernels.height:,} kernels on {trace.gpu_count} GPU(s)"):
         analysis = analyze(trace, settings, ncu=ncu, ncu_path=ncu_csv)
     # A CSV of another program joins little of the trace: say so (the report does too).
@@ -241,6 +254,11 @@ def run_analysis(
     show_default=True,
     help="'full' adds the per-event tables (every gap, interval, collective instance).",
 )
+@click.option(
+    "--fail-on",
+    type=click.Choice(["warning", "critical"]),
+    help="Exit 4 when a finding of this severity or worse is present (a CI gate).",
+)
 def analyze(
     traces: tuple[Path, ...],
     ncu_csv: Path | None,
@@ -248,9 +266,13 @@ def analyze(
     as_json: bool,
     output: Path | None,
     detail: str,
+    fail_on: str | None,
     **options: Any,
 ) -> None:
-    """Run every analysis on TRACES and print the results (JSON with --json)."""
+    """Run every analysis on TRACES and print the results (JSON with --json).
+
+    TRACES: export files, or a folder or archive holding one run's rank files.
+    """
     from nsysan.report.document import analysis_document, render_summary_text
     from nsysan.report.jsonout import dumps
 
@@ -266,6 +288,16 @@ def analyze(
         click.echo(dumps(document))
     else:
         click.echo(render_summary_text(document))
+    if fail_on:
+        from nsysan.diff.gates import findings_at_or_above
+
+        hits = findings_at_or_above(document["findings"], fail_on)
+        if hits:
+            ids = ", ".join(f["rule_id"] for f in hits)
+            click.echo(
+                f"nsysan: gate: {len(hits)} finding(s) at {fail_on} or worse: {ids}", err=True
+            )
+            sys.exit(EXIT_GATE)
 
 
 def _default_report_path(traces: tuple[Path, ...]) -> Path:
@@ -307,7 +339,8 @@ def report(
 ) -> None:
     """Analyse TRACES and write one self-contained HTML report.
 
-    Several files (one per rank or node) are one analysis on one timeline.
+    Several files (one per rank or node), or a folder or archive of them, are one
+    analysis on one timeline.
     """
     from nsysan.report import write_report
 
@@ -382,17 +415,179 @@ def demo(out_dir: Path, lang: str) -> None:
     click.echo(f"wrote {target}")
 
 
-@cli.command()
-@click.argument("before", type=click.Path(path_type=Path))
-@click.argument("after", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-@nsys_option
-def compare(before: Path, after: Path, as_json: bool, nsys_path: Path | None) -> None:
-    """Compare two runs: each an export (.sqlite), a report (.nsys-rep) or an analysis JSON."""
-    from nsysan.compare import compare_documents, load_document, render_comparison
+_DIFF_HELP = """Compare runs: BEFORE... --vs AFTER... (each side: one analysis JSON, or the
+    export files, folder or archive of one run).
 
-    result = compare_documents(load_document(before, nsys_path), load_document(after, nsys_path))
-    click.echo(dump_json(result) if as_json else render_comparison(result))
+    Per GPU and overall before/after/delta of gap share, stagger, host-cause split, NCCL
+    and transfer share and throughput; kernels added/removed/slower/faster; findings
+    resolved/new/remaining. Gates (docs/diff.md#gates), e.g. --fail-if 'gap_share>+5pt'
+    --fail-if 'throughput<-3%' --fail-if 'new_finding>=warning', exit 4 when one trips.
+    """
+
+
+def _diff_command(name: str, help_text: str, hidden: bool = False) -> Any:
+    @cli.command(
+        name=name,
+        help=help_text,
+        hidden=hidden,
+        context_settings={"ignore_unknown_options": True},
+    )
+    @click.argument("runs", nargs=-1, required=True, type=click.UNPROCESSED)
+    @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+    @click.option(
+        "-o", "--output", type=click.Path(path_type=Path), help="Also write an HTML diff page."
+    )
+    @click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+    @click.option(
+        "--fail-if", "gates", multiple=True, metavar="EXPR", help="A gate; exit 4 if it trips."
+    )
+    @click.option(
+        "--strict",
+        is_flag=True,
+        help="Refuse plainly different programs or GPU counts; trip gates that cannot be evaluated.",
+    )
+    @click.option(
+        "--top", type=click.IntRange(min=1), default=10, show_default=True, help="Kernels per list."
+    )
+    @nsys_option
+    @trace_analysis_options
+    def command(
+        runs: tuple[str, ...],
+        as_json: bool,
+        output: Path | None,
+        lang: str,
+        gates: tuple[str, ...],
+        strict: bool,
+        top: int,
+        nsys_path: Path | None,
+        **options: Any,
+    ) -> None:
+        from nsysan.diff import diff_documents, load_run
+        from nsysan.diff.text import render_text
+        from nsysan.report.jsonout import dumps
+
+        before_paths, after_paths = _split_runs(runs)
+        refuse_overwrite_inputs([output], (*before_paths, *after_paths), None)
+        # Settings apply to sides given as traces; an analysis JSON keeps its own.
+        settings = build_settings(**options, lang=lang)
+        before = load_run(before_paths, settings, nsys_path)
+        after = load_run(after_paths, settings, nsys_path)
+        result = diff_documents(
+            before,
+            after,
+            before_paths=[str(p) for p in before_paths],
+            after_paths=[str(p) for p in after_paths],
+            gates=gates,
+            top=top,
+            strict=strict,
+        )
+        for warning in result["comparable"]["warnings"]:
+            click.echo(f"nsysan: warning: {warning}", err=True)
+        if output is not None:
+            from nsysan.diff.html import write_diff_html
+
+            write_diff_html(result, output, lang)  # type: ignore[arg-type]
+        click.echo(dumps(result) if as_json else render_text(result))
+        if output is not None and not as_json:
+            click.echo(f"wrote {output}")
+        tripped = [g["expression"] for g in result["gates"] if g["tripped"]]
+        if tripped:
+            click.echo(f"nsysan: gate tripped: {', '.join(tripped)}", err=True)
+            sys.exit(EXIT_GATE)
+
+    return command
+
+
+def _split_runs(runs: tuple[str, ...]) -> tuple[list[Path], list[Path]]:
+    """BEFORE... --vs AFTER..., or (the old ``compare`` form) exactly BEFORE AFTER."""
+    unknown = [r for r in runs if r.startswith("-") and r != "--vs"]
+    if unknown:
+        raise click.UsageError(f"no such option: {unknown[0]}")
+    if "--vs" in runs:
+        i = runs.index("--vs")
+        before, after = list(runs[:i]), list(runs[i + 1 :])
+        if "--vs" in after:
+            raise click.UsageError("--vs given twice")
+    elif len(runs) == 2:
+        before, after = [runs[0]], [runs[1]]
+    else:
+        raise click.UsageError("give BEFORE... --vs AFTER... (or exactly two runs)")
+    if not before or not after:
+        raise click.UsageError("each side needs at least one trace or analysis JSON")
+    return [Path(p) for p in before], [Path(p) for p in after]
+
+
+diff = _diff_command("diff", _DIFF_HELP)
+compare = _diff_command("compare", "Alias of `nsysan diff`.\n\n" + _DIFF_HELP)
+
+
+@cli.command(context_settings={"ignore_unknown_options": False})
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="Output folder.",
+)
+@click.option("--jobs", type=click.IntRange(min=1), help="Worker processes (default: CPU cores).")
+@click.option(
+    "--dask",
+    "dask_address",
+    metavar="ADDRESS",
+    help="Run on this Dask scheduler (tcp://host:8786).",
+)
+@click.option(
+    "--dask-scheduler-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Run on the Dask cluster of this scheduler file.",
+)
+@click.option("--no-group", is_flag=True, help="Analyse every file alone (no multi-rank grouping).")
+@click.option("--force", is_flag=True, help="Redo traces whose results are up to date.")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default="en", show_default=True)
+@nsys_option
+@trace_analysis_options
+def batch(
+    inputs: tuple[Path, ...],
+    out_dir: Path,
+    jobs: int | None,
+    dask_address: str | None,
+    dask_scheduler_file: Path | None,
+    no_group: bool,
+    force: bool,
+    lang: str,
+    nsys_path: Path | None,
+    **options: Any,
+) -> None:
+    """Analyse every trace under INPUTS (folders, .zip/.tar/.tar.gz archives, files) into OUTDIR.
+
+    Per trace an HTML report and JSON; OUTDIR/index.html (sortable, filterable table),
+    results.csv, results.parquet and results.json. Rank files of one run are analysed
+    together. A re-run skips traces whose content and settings are unchanged. Exit 3
+    when some traces failed (docs/batch.md). The analysis options apply to every trace;
+    an Nsight Compute CSV named <stem>.ncu.csv next to an export is read with it.
+    """
+    from nsysan.batch.run import run_batch
+
+    if dask_address and dask_scheduler_file:
+        raise click.UsageError("give --dask or --dask-scheduler-file, not both")
+    settings = build_settings(**options, lang=lang)
+    summary = run_batch(
+        list(inputs),
+        out_dir,
+        settings=settings,
+        jobs=jobs or os.cpu_count() or 1,
+        dask_address=dask_address,
+        dask_scheduler_file=dask_scheduler_file,
+        group=not no_group,
+        force=force,
+        nsys_path=nsys_path,
+        echo=lambda line: click.echo(line, err=True),
+    )
+    click.echo(summary.text)
+    if summary.failed:
+        sys.exit(EXIT_SOME_FAILED)
 
 
 def _on_signal(signum: int, frame: object) -> None:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["enable", "phase"]
+__all__ = ["enable", "enabled", "phase"]
 
 _state = {"enabled": False}
 
@@ -35,3 +35,8 @@ def phase(text: str) -> Iterator[None]:
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         bar.add_task(text, total=None)
         yield
+
+
+def enabled() -> bool:
+    """Whether progress is shown (a terminal, and no ``--quiet``)."""
+    return bool(_state["enabled"])

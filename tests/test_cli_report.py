@@ -28,7 +28,7 @@ def test_report_on_every_real_trace(
     assert html.startswith("<!DOCTYPE html>")
     assert "</html>" in html
     doc = json.loads((tmp_path / "r.json").read_text())
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert doc["headline"]["text"].split(" (")[0] in stdout
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert [

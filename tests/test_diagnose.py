@@ -55,16 +55,16 @@ def test_case_study_headline_tells_the_story() -> None:
 
 
 def test_case_study_fixed_resolves_the_finding() -> None:
-    from nsysan.compare import compare_documents
+    from nsysan.diff import diff_documents
     from nsysan.report.document import analysis_document
     from nsysan.report.jsonout import to_jsonable
 
     before = to_jsonable(analysis_document(_diagnose_fixture("case-study")[0]))
     after = to_jsonable(analysis_document(_diagnose_fixture("case-study-fixed")[0]))
-    result = compare_documents(before, after)
-    assert result["resolved_findings"] == ["false-balance"]
-    assert result["mean_gap_share_before"] > 0.3
-    assert result["mean_gap_share_after"] < 0.1
+    result = diff_documents(before, after)
+    assert [f["rule_id"] for f in result["findings"]["resolved"]] == ["false-balance"]
+    assert result["overall"]["gap_share"]["before"] > 0.3
+    assert result["overall"]["gap_share"]["after"] < 0.1
 
 
 def _facts(**kw: object) -> Facts:

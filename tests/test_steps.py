@@ -11,8 +11,9 @@ from conftest import REPO, SHARED_TRACES
 from nsysan import model
 from nsysan.analysis import NO_STEPS, analyze
 from nsysan.analyze.steps import measure_steps
-from nsysan.compare import compare_documents, render_comparison
 from nsysan.diagnose import diagnose
+from nsysan.diff import diff_documents
+from nsysan.diff.text import render_text
 from nsysan.ingest import load_trace
 from nsysan.report.document import analysis_document
 from nsysan.report.jsonout import to_jsonable
@@ -86,15 +87,15 @@ def test_compare_reports_throughput_after_the_fix(tmp_path) -> None:  # type: ig
         analysis = analyze(load_trace(FIXTURES / f"{name}.sqlite", launch_config=False))
         assert set(analysis.steps.per_gpu["steps"]) == {TRUTH[name]["numbers"]["steps_per_gpu"]}
         docs.append(to_jsonable(analysis_document(analysis)))
-    result = compare_documents(*docs)
+    result = diff_documents(*docs)
+    assert result["throughput_unit"] == "steps/s"
     for row in result["gpus"]:
-        assert row["steps_per_s_ratio"] == pytest.approx(
-            row["steps_per_s_after"] / row["steps_per_s_before"]
-        )
-        assert 1.35 < row["steps_per_s_ratio"] < 1.55  # ~50 ms -> ~35 ms per step
-        assert row["kernels_per_s_ratio"] > 1.35
-    text = render_comparison(result)
-    assert "GPU 0: steps/s 19.6 -> 28.0 (1.43×)" in text
+        m = row["measures"]["steps_per_s"]
+        assert m["relative"] == pytest.approx(m["after"] / m["before"] - 1)
+        assert 0.35 < m["relative"] < 0.55  # ~50 ms -> ~35 ms per step
+        assert row["measures"]["kernels_per_s"]["relative"] > 0.35
+    text = render_text(result)
+    assert "throughput (steps/s): 19.27 -> 28.02  +45.4%" in text  # mean over GPUs
     assert "steps" in docs[0]["results"] and docs[0]["results"]["steps"][
         "omitted_event_tables"
     ] == ["steps", "requests"]

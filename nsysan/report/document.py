@@ -58,6 +58,24 @@ def _event_fields(name: str, result: object) -> list[str]:
     return [f for f in EVENT_TABLES.get(name, ()) if f in fields]
 
 
+def _workload_json(analysis: Analysis) -> dict[str, Any] | None:
+    """Throughput, transfer share and kernel time by name (nsysan/analyze/workload.py)."""
+    from nsysan.analyze.workload import measure_workload
+
+    if analysis.busy is None:
+        return None
+    imbalance = analysis.imbalance
+    found_steps = imbalance is not None and imbalance.iteration_source is not None
+    workload = measure_workload(
+        analysis.trace.kernels,
+        analysis.trace.memcpy,
+        analysis.busy.windows,
+        imbalance.bubbles_per_gpu if found_steps else None,  # type: ignore[union-attr]
+        imbalance.iteration_label if found_steps else None,  # type: ignore[union-attr]
+    )
+    return to_jsonable(workload)  # type: ignore[no-any-return]
+
+
 def analysis_document(analysis: Analysis, detail: str = "summary") -> dict[str, Any]:
     """Everything ``nsysan analyze --json`` prints.
 
@@ -68,6 +86,7 @@ def analysis_document(analysis: Analysis, detail: str = "summary") -> dict[str, 
     trace = analysis.trace
     return {
         "schema_version": SCHEMA_VERSION,
+        "kind": "analysis",
         "tool": {"name": "nsysan", "version": __version__},
         "inputs": to_jsonable(trace.sources),
         "ncu_csv": str(analysis.ncu_path) if analysis.ncu_path else None,
@@ -83,6 +102,7 @@ def analysis_document(analysis: Analysis, detail: str = "summary") -> dict[str, 
         "findings": to_jsonable(diagnosis.findings),
         "myths": to_jsonable(diagnosis.myths),
         "detail": detail,
+        "workload": _workload_json(analysis),
         "results": {
             name: _result_json(name, result, detail) for name, result in analysis.results.items()
         },

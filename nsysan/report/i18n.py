@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from nsysan.report import i18n_pages
+
 Lang = Literal["en", "zh"]
 
 EN: dict[str, str] = {
@@ -163,6 +165,10 @@ ZH: dict[str, str] = {
     "histogram.explain": "按长度（对数刻度）统计的间隙：左为数量，右为累计空闲时间。",
     "footer.generated": "由 nsysan {version} 生成。单文件自包含，无需网络即可打开。",
 }
+
+# The diff page and the batch index keep their wording in their own module.
+EN.update(i18n_pages.EN)
+ZH.update(i18n_pages.ZH)
 
 CATALOGS: dict[str, dict[str, str]] = {"en": EN, "zh": ZH}
 

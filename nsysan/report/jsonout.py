@@ -2,11 +2,15 @@
 
 Documented in docs/json-schema.md. Result dataclasses are serialised field by field:
 DataFrames become lists of row objects, nested dataclasses become objects. The
-``schema_version`` changes whenever a field is renamed or removed or its meaning
-changes; adding a field does not change it.
+``schema_version`` changes whenever the JSON Schema (nsysan/contract/nsysan.schema.json)
+changes: a field renamed, removed or added to the schema, or its meaning changed.
+Fields the schema leaves open (a new analysis under ``results``, a new column of a
+result table) may appear without a bump.
 
 History:
   1: first version (analyses, findings, myths, settings, inputs).
+  2: one JSON Schema for every document; ``kind`` (analysis, diff, batch) added;
+     ``diff --json`` and batch ``results.json`` documents.
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ from typing import Any
 
 import polars as pl
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# SHA-256 of nsysan/contract/nsysan.schema.json at each version, append-only: a test
+# fails when the shipped schema's hash is not the one recorded for SCHEMA_VERSION.
+SCHEMA_HASHES: dict[int, str] = {
+    2: "82a5115188ecfb5b21327ddb99d1f35bc090373d85b636d02decb34ae11123fe",
+}
 
 
 def to_jsonable(value: Any) -> Any:
