@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from nsysan.names import is_one_of, values_matching
+
 __all__ = ["REQUEST_PATTERN", "SLOWEST", "StepsResult", "measure_steps"]
 
 SLOWEST = 5
@@ -116,9 +118,7 @@ def measure_steps(
         pl.col("gpu").cast(pl.Int32), pl.col("source").cast(pl.Int32), "pid"
     ).unique()
     if iteration_source == "nvtx" and iteration_label:
-        steps = _spans_of_gpus(
-            nvtx, procs, w, pl.col("text").cast(pl.String) == iteration_label
-        ).drop("text")
+        steps = _spans_of_gpus(nvtx, procs, w, pl.col("text") == iteration_label).drop("text")
     elif iteration_source == "kernel_sequence" and iterations is not None:
         steps = (
             w.join(iterations.select("start_ns", "end_ns"), how="cross")
@@ -155,7 +155,13 @@ def measure_steps(
         pl.col("duration_ns").max().alias("step_max_ns"),
     )
     requests = (
-        _spans_of_gpus(nvtx, procs, w, pl.col("text").cast(pl.String).str.contains(REQUEST_PATTERN))
+        # The pattern runs over the distinct texts, not over millions of NVTX rows.
+        _spans_of_gpus(
+            nvtx,
+            procs,
+            w,
+            is_one_of(pl.col("text"), values_matching(nvtx["text"], REQUEST_PATTERN)),
+        )
         if nvtx.height
         else pl.DataFrame(
             schema={

@@ -81,11 +81,13 @@ def measure_workload(
         .alias("transfer_share"),
     ).sort("gpu")
     by_name = (
-        kernels.group_by(pl.col("name").cast(pl.String).fill_null("(unnamed)"))
+        # Grouped by the categorical name; only the few distinct names become text.
+        kernels.group_by("name")
         .agg(
             pl.len().cast(pl.Int64).alias("count"),
             (pl.col("end_ns") - pl.col("start_ns")).sum().cast(pl.Int64).alias("total_ns"),
         )
+        .with_columns(pl.col("name").cast(pl.String).fill_null("(unnamed)"))
         .sort(["total_ns", "name"], descending=[True, False])
     )
     return Workload(

@@ -46,7 +46,7 @@ def launch_configs(kernels: pl.DataFrame) -> pl.DataFrame:
         return _empty(model.LAUNCH_CONFIGS)  # an export without launch sizes
     grouped = (
         kernels.filter(pl.col("end_ns") >= pl.col("start_ns"))
-        .group_by("source", "pid", "device_id", pl.col("short_name").cast(pl.String), *dims)
+        .group_by("source", "pid", "device_id", "short_name", *dims)
         .agg(
             pl.len().cast(pl.Int64).alias("launches"),
             (pl.col("end_ns") - pl.col("start_ns")).sum().alias("total_ns"),
