@@ -16,6 +16,7 @@ can be compared with ``nsys analyze``.
 from __future__ import annotations
 
 import dataclasses
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,8 +56,10 @@ NO_SCHED = (
     "no thread scheduling events: capture with --cpuctxsw=process-tree (the default with "
     "--sample=cpu) to tell saturated host CPUs from blocked feeding threads"
 )
-# Analyses run at once after busy time and gaps (see analyze()).
-ANALYSIS_THREADS = 4
+# Analyses run at once after busy time and gaps (see analyze()); more threads than cores
+# only overlap their memory peaks (on 2 cores, 2 threads were 5-10% faster than 4 at 5M
+# kernels, benchmarks/README.md).
+ANALYSIS_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
