@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_TRACES, run_cli
+from conftest import SHARED_TRACES, run_cli, single_file_traces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -182,3 +182,107 @@ def test_an_empty_wal_file_is_not_an_unfinished_write(
     (tmp_path / "t.sqlite-wal").touch()
     assert _info(trace, capsys)
     assert os.path.getsize(tmp_path / "t.sqlite-wal") == 0
+
+
+_FAST_READ_TABLES = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": {
+        "start_ns": "start",
+        "end_ns": "end",
+        "device_id": "deviceId",
+        "stream_id": "streamId",
+        "correlation_id": "correlationId",
+        "global_pid": "globalPid",
+        "short_name_id": "shortName",
+        "green_context_id": "greenContextId",
+        "grid_x": "gridX",
+    },
+    "CUPTI_ACTIVITY_KIND_RUNTIME": {
+        "start_ns": "start",
+        "end_ns": "end",
+        "name_id": "nameId",
+        "global_tid": "globalTid",
+    },
+    "NVTX_EVENTS": {
+        "start_ns": "start",
+        "end_ns": "end",
+        "inline_text": "text",
+        "text_id": "textId",
+        "global_tid": "globalTid",
+    },
+}
+
+
+@pytest.mark.parametrize("trace", single_file_traces(), ids=lambda p: p.parent.name)
+def test_fast_read_equals_checked_query_on_real_exports(trace: Path) -> None:
+    """The unchecked read with its checks in polars gives the checked query's frame."""
+    db = open_export(trace)
+    try:
+        for table, wanted in _FAST_READ_TABLES.items():
+            if not db.has(table):
+                continue
+            fast = db._read_unchecked(table, wanted)
+            assert fast is not None, table
+            checked = db.read(db.select_sql(table, wanted))
+            assert fast.equals(checked), table
+    finally:
+        db.close()
+
+
+def test_fast_read_gives_way_to_checked_query_on_a_stray_storage_class(tmp_path: Path) -> None:
+    """A REAL among integer times makes the fast read decline; the checked read nulls it."""
+    path = tmp_path / "stray.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
+    conn.execute(
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME "
+        "(start INTEGER, end INTEGER, nameId INTEGER, globalTid INTEGER)"
+    )
+    rows = [(i * 10, i * 10 + 5, 1, 7) for i in range(100_000)] + [(1.5, 2, 1, 7)]
+    conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?)", rows)
+    conn.commit()
+    conn.close()
+    wanted = _FAST_READ_TABLES["CUPTI_ACTIVITY_KIND_RUNTIME"]
+    db = open_export(path)
+    try:
+        assert db._read_unchecked("CUPTI_ACTIVITY_KIND_RUNTIME", wanted) is None
+        df = db.read_checked("CUPTI_ACTIVITY_KIND_RUNTIME", wanted)
+        assert df is not None
+        assert df.height == 100_000  # the REAL start is dropped, with a note
+        assert any("CUPTI_ACTIVITY_KIND_RUNTIME" in n for n in db.notes)
+    finally:
+        db.close()
+
+
+def test_fast_read_nulls_out_of_range_values_like_the_checked_query(tmp_path: Path) -> None:
+    """Range checks (times, device ids, 32-bit columns) match the SQL ones."""
+    path = tmp_path / "range.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
+    conn.execute(
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, "
+        "streamId INTEGER, correlationId INTEGER, globalPid INTEGER, shortName INTEGER, "
+        "greenContextId INTEGER, gridX INTEGER)"
+    )
+    rows = [
+        (100, 200, 0, 7, 1, 1 << 24, 1, None, 4),
+        (2**62, 2**63 - 1, 0, 7, 2, 1 << 24, 1, None, 4),
+        (300, 400, 70_000, 7, 3, 1 << 24, 1, 2**40, 2**33),
+        (500, 600, 1, 7, 4, 1 << 24, 1, 3, 8),
+    ]
+    conn.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+    )
+    conn.commit()
+    conn.close()
+    wanted = _FAST_READ_TABLES["CUPTI_ACTIVITY_KIND_KERNEL"]
+    db = open_export(path)
+    try:
+        fast = db._read_unchecked("CUPTI_ACTIVITY_KIND_KERNEL", wanted)
+        checked = db.read(db.select_sql("CUPTI_ACTIVITY_KIND_KERNEL", wanted))
+        assert fast is not None
+        assert fast.equals(checked)
+        assert fast["start_ns"].null_count() == 1
+        assert fast["device_id"].null_count() == 1
+        assert fast["grid_x"].null_count() == 1
+    finally:
+        db.close()

@@ -148,6 +148,52 @@ def integer_check(src: str, dst: str, bounds: TimeBounds) -> str:
     return check
 
 
+def raw_select_sql(table: str, have: tuple[str, ...], wanted: Mapping[str, str]) -> str | None:
+    """``SELECT`` the ``wanted`` columns with no per-cell test: the fast read.
+
+    Integer columns come as stored; text columns as :func:`text_sql`. The Arrow
+    reader types each column from its first rows and fails on a cell of another
+    storage class, so a read that succeeds with integer columns has only integer
+    cells in them: :func:`checked_in_polars` then applies :func:`value_sql`'s range
+    tests, identical in result and several times cheaper than a ``CASE`` per cell.
+    None when ``table`` has none of the columns.
+    """
+    found = resolve_columns(have, wanted)
+    if not found:
+        return None
+    parts = [
+        f"{text_sql(quote_ident(src)) if dst in TEXT_COLUMNS else quote_ident(src)} "
+        f"AS {quote_ident(dst)}"
+        for dst, src in found.items()
+    ]
+    return f"SELECT {', '.join(parts)} FROM {quote_ident(table)}"
+
+
+def checked_in_polars(df: pl.DataFrame, bounds: TimeBounds) -> pl.DataFrame | None:
+    """A :func:`raw_select_sql` read with :func:`value_sql`'s range tests applied.
+
+    None when a non-text column did not come back as integers (the reader typed it
+    from its first rows as something else): the caller reads the checked query then.
+    """
+    checks: list[pl.Expr] = []
+    for name, dtype in df.schema.items():
+        if name in TEXT_COLUMNS:
+            continue
+        if dtype == pl.Null:
+            checks.append(pl.col(name).cast(pl.Int64))
+            continue
+        if not dtype.is_integer():
+            return None
+        col = pl.col(name)
+        if name in TIME_COLUMNS:
+            checks.append(pl.when(col.is_between(bounds.lo, bounds.hi)).then(col).alias(name))
+        elif name == "device_id":
+            checks.append(pl.when(col.is_between(0, DEVICE_ID_MAX)).then(col).alias(name))
+        elif name in INT32_COLUMNS:
+            checks.append(pl.when(col.is_between(-(2**31), 2**31 - 1)).then(col).alias(name))
+    return df.with_columns(checks) if checks else df
+
+
 def text_sql(expr: str) -> str:
     """The first :data:`TEXT_MAX_BYTES` bytes of ``expr`` as a BLOB (NULL stays NULL)."""
     # substr() of an empty BLOB is NULL, hence the COALESCE.
