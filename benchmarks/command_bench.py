@@ -14,6 +14,10 @@ Each command runs in its own process; its peak RSS comes from ``os.wait4``. The 
 is the ``sqlite3`` CLI's GROUP BY deviceId over the kernel table (Python's sqlite3 when
 the CLI is absent). ``nsys stats -r cuda_gpu_kern_sum`` (``gpukernsum`` before 2023) runs on a scratch copy (it
 writes into the file) when ``nsys`` is on PATH. Traces are built once in ``--scratch``.
+
+``analyze`` and ``report`` run three ways: with ``--no-cache`` (every run reads SQLite),
+as a first run that fills nsysan's table cache (emptied before it), and reading that
+cache (docs/architecture.md, "Table cache"); the cache lives in the scratch folder.
 """
 
 from __future__ import annotations
@@ -125,9 +129,37 @@ def commands(trace: Path, out: Path) -> dict[str, list[str] | None]:
             else None
         ),
         "nsysan info": [*nsysan, "info", str(trace)],
-        "nsysan analyze --json": [*nsysan, "analyze", str(trace), "-o", str(out / "a.json")],
-        "nsysan report": [*nsysan, "report", str(trace), "-o", str(out / "r.html")],
+        "nsysan analyze --json, no cache": [
+            *nsysan,
+            "--no-cache",
+            "analyze",
+            str(trace),
+            "-o",
+            str(out / "a.json"),
+        ],
+        "nsysan report, no cache": [
+            *nsysan,
+            "--no-cache",
+            "report",
+            str(trace),
+            "-o",
+            str(out / "r.html"),
+        ],
+        # The cache is emptied before this one: a first run, reading SQLite and
+        # writing the table cache; the two after it read the cache.
+        FIRST_RUN: [*nsysan, "report", str(trace), "-o", str(out / "r.html")],
+        "nsysan report, cached tables": [*nsysan, "report", str(trace), "-o", str(out / "r.html")],
+        "nsysan analyze --json, cached tables": [
+            *nsysan,
+            "analyze",
+            str(trace),
+            "-o",
+            str(out / "a.json"),
+        ],
     }
+
+
+FIRST_RUN = "nsysan report, first run (fills cache)"
 
 
 def main() -> None:
@@ -146,6 +178,9 @@ def main() -> None:
     results: dict[str, list[tuple[float, float, int]]] = {}
     with tempfile.TemporaryDirectory(dir=args.scratch) as tmp:
         out = Path(tmp)
+        # nsysan's table cache goes in the scratch folder, never the user's.
+        os.environ["NSYSAN_CACHE_DIR"] = str(out / "cache")
+        os.environ.pop("NSYSAN_CACHE", None)
         cmds = commands(trace, out)
         for round_ in range(args.rounds):
             for name, argv in cmds.items():
@@ -153,12 +188,14 @@ def main() -> None:
                     continue
                 if name.startswith("nsys stats"):
                     shutil.copyfile(trace, out / "copy.sqlite")
+                if name == FIRST_RUN:
+                    shutil.rmtree(out / "cache", ignore_errors=True)
                 results.setdefault(name, []).append(run(argv, args.rss_cap_gb))
             print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
     floor = statistics.median(w for w, _, _ in results["floor (sqlite3 GROUP BY)"])
     print(f"{trace.name}: {trace.stat().st_size / 2**20:.0f} MiB, {args.rounds} interleaved rounds")
     print(
-        f"{'command':32} {'wall median':>12} {'min..max':>16} {'x floor':>8} {'peak RSS':>9} exit"
+        f"{'command':40} {'wall median':>12} {'min..max':>16} {'x floor':>8} {'peak RSS':>9} exit"
     )
     for name, runs in results.items():
         walls = [w for w, _, _ in runs]
@@ -166,7 +203,7 @@ def main() -> None:
         rss = max(r for _, r, _ in runs)
         codes = ",".join(sorted({str(c) for _, _, c in runs}))
         print(
-            f"{name:32} {median:11.2f}s {min(walls):7.2f}..{max(walls):6.2f}s "
+            f"{name:40} {median:11.2f}s {min(walls):7.2f}..{max(walls):6.2f}s "
             f"{median / floor:7.2f}x {rss:7.2f}GB {codes}"
         )
     if "nsys stats kernel summary" not in results:

@@ -54,13 +54,21 @@ def dump_json(data: Any) -> str:
 @click.option(
     "-q", "--quiet", is_flag=True, help="No progress display (it is shown only on a terminal)."
 )
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Read every export from SQLite, not from nsysan's table cache (also "
+    "NSYSAN_CACHE=off; docs/architecture.md, 'Table cache').",
+)
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, quiet: bool) -> None:
+def cli(ctx: click.Context, debug: bool, quiet: bool, no_cache: bool) -> None:
     """Why is a multi-GPU job slower than it should be? Reads Nsight Systems SQLite exports
     (and .nsys-rep reports, exported with nsys)."""
     from nsysan import progress
+    from nsysan.ingest import cache
 
     progress.enable(quiet)
+    cache.set_enabled(not no_cache)
     ctx.obj = {"debug": debug}
 
 

@@ -10,6 +10,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Tests read exports from SQLite and never fill the user's cache folder; the table
+# cache has its own tests (test_table_cache.py), which turn it on in a temporary folder.
+os.environ["NSYSAN_CACHE"] = "off"
+
 
 def _shared_traces_dir() -> Path:
     env = os.environ.get("NSYSAN_SHARED_TRACES")

@@ -19,7 +19,7 @@ import polars as pl
 
 from nsysan import model
 from nsysan.errors import InputNotFoundError
-from nsysan.ingest import graphs, identity, nsys, nsysrep, resources, validate
+from nsysan.ingest import cache, graphs, identity, nsys, nsysrep, resources, validate
 from nsysan.ingest.census import TableCensus
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import is_one_of, values_matching
@@ -98,6 +98,39 @@ _LAUNCH_DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
 def _read_file(
     db: ExportDB, source: int, host: str | None, launch_config: bool, census: bool = False
 ) -> _FileTables:
+    """One export's tables: from the table cache when it holds them, else from SQLite.
+
+    Census reads (``nsysan info``) are cheap and not cached.
+    """
+    key = None if census or cache.root() is None else cache.entry_key(db.path, source, host)
+    hit = cache.lookup(key) if key else None
+    if hit is not None:
+        db.notes.extend(hit.notes)
+        read = _FileTables(
+            tables={
+                name[len(_TABLE_PREFIX) :]: frame
+                for name, frame in hit.frames.items()
+                if name.startswith(_TABLE_PREFIX)
+            },
+            devices=hit.frames["devices"],
+            metrics_target=hit.frames["metrics_target"],
+        )
+    else:
+        notes_before = len(db.notes)
+        read = _read_tables(db, source, host, census)
+        if key:
+            frames = {f"{_TABLE_PREFIX}{n}": t for n, t in read.tables.items()}
+            frames.update(devices=read.devices, metrics_target=read.metrics_target)
+            cache.store(key, db.path, frames, db.notes[notes_before:])
+    if not launch_config:
+        read.tables["kernels"] = read.tables["kernels"].drop(_LAUNCH_DIMS, strict=False)
+    return read
+
+
+_TABLE_PREFIX = "table."
+
+
+def _read_tables(db: ExportDB, source: int, host: str | None, census: bool) -> _FileTables:
     strings = nsys.read_string_ids(db)
     names = nsys.name_lookup(strings)
     api_names = nsys.api_name_lookup(strings)
@@ -127,8 +160,6 @@ def _read_file(
     tables = {n: r for n, r in results.items() if isinstance(r, pl.DataFrame)}
     tables.update({n: model.empty_frame(model.TABLE_SCHEMAS[n]) for n in counted})
     tables["launch_configs"] = resources.launch_configs(tables["kernels"])
-    if not launch_config:
-        tables["kernels"] = tables["kernels"].drop(_LAUNCH_DIMS, strict=False)
     used = (
         pl.concat(
             [

@@ -369,7 +369,9 @@ def read_threads(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame
     if df is None:
         return model.empty_frame(model.THREADS)
     df = _resolve(df, names, "name_id", "name")
-    return model.conform(df.unique(subset=["pid", "tid"], keep="last"), model.THREADS)
+    return model.conform(
+        df.unique(subset=["pid", "tid"], keep="last", maintain_order=True), model.THREADS
+    )
 
 
 def census_readers(
@@ -411,7 +413,9 @@ def read_processes(db: ExportDB, source: int) -> pl.DataFrame:
     if df is None:
         return model.empty_frame(model.PROCESSES)
     df = _with_source(df, source)
-    return model.conform(df.unique(subset=["pid"], keep="first"), model.PROCESSES)
+    return model.conform(
+        df.unique(subset=["pid"], keep="first", maintain_order=True), model.PROCESSES
+    )
 
 
 def read_gpu_metrics(db: ExportDB, source: int) -> pl.DataFrame:

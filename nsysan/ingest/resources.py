@@ -44,13 +44,15 @@ def launch_configs(kernels: pl.DataFrame) -> pl.DataFrame:
         return _empty(model.LAUNCH_CONFIGS)
     if kernels.select(pl.col("grid_x").is_null().all()).item():
         return _empty(model.LAUNCH_CONFIGS)  # an export without launch sizes
+    keys = ["source", "pid", "device_id", "short_name", *dims]
     grouped = (
         kernels.filter(pl.col("end_ns") >= pl.col("start_ns"))
-        .group_by("source", "pid", "device_id", "short_name", *dims)
+        .group_by(keys)
         .agg(
             pl.len().cast(pl.Int64).alias("launches"),
             (pl.col("end_ns") - pl.col("start_ns")).sum().alias("total_ns"),
         )
+        .sort(keys)  # a few rows: one order run after run
     )
     return model.conform(grouped, model.LAUNCH_CONFIGS)
 

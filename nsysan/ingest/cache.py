@@ -1,0 +1,179 @@
+"""A columnar cache of what ingest read from each export: a second run skips SQLite.
+
+Reading an export is most of a run on a big trace: SQLite decodes every row of the
+kernel, CUDA API, NVTX and OS-runtime tables (about 17 s for 5M kernels and their
+30M host rows), while the same tables as lz4 Parquet read back in about a tenth of
+that and take a fifth of the export's size. So each export's tables, as
+:func:`nsysan.ingest._read_file` leaves them (validated, names resolved), are kept in
+the user's cache folder, never beside the trace:
+
+* the folder is ``tables/`` in nsysan's cache folder (:func:`nsysrep.cache_dir`,
+  where exported reports are kept too); ``NSYSAN_CACHE=off`` (or
+  ``nsysan --no-cache``) turns it off;
+* an entry's key hashes the export's size, modification time and first and last
+  64 KiB, the file's place in the run (its source number and host), and the source of
+  the reading code itself, so an edited export or another nsysan reads afresh;
+* an entry is written to a temporary folder and renamed into place, so readers see
+  whole entries only, and two runs writing one entry at once both succeed;
+* the least recently used entries are removed past ``$NSYSAN_CACHE_MAX_GB`` (20 GB);
+* every failure (an unwritable folder, a full disk, a damaged entry) is a miss: the
+  export is read from SQLite as without the cache, never an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import polars as pl
+
+from nsysan.ingest.nsysrep import cache_dir
+
+__all__ = ["CachedFile", "entry_key", "lookup", "root", "set_enabled", "store"]
+
+#: Bumped when an entry's layout changes (the reading code's own hash covers the rest).
+CACHE_FORMAT = 1
+ENV_SWITCH = "NSYSAN_CACHE"
+ENV_MAX_GB = "NSYSAN_CACHE_MAX_GB"
+DEFAULT_MAX_GB = 20.0
+_SAMPLE_BYTES = 64 * 1024
+_META = "meta.json"
+_OFF_VALUES = frozenset({"0", "off", "no", "false"})
+
+_state = {"disabled": False}
+
+
+@dataclass(frozen=True)
+class CachedFile:
+    """One export's frames (by name) and the notes its read left."""
+
+    frames: dict[str, pl.DataFrame]
+    notes: tuple[str, ...]
+
+
+def set_enabled(enabled: bool) -> None:
+    """Use the cache (unless ``NSYSAN_CACHE=off``) or not; ``nsysan --no-cache`` sets False."""
+    _state["disabled"] = not enabled
+
+
+def root() -> Path | None:
+    """The folder of the table entries, or None when the cache is off."""
+    if _state["disabled"] or os.environ.get(ENV_SWITCH, "").strip().lower() in _OFF_VALUES:
+        return None
+    return cache_dir() / "tables"
+
+
+@cache
+def _code_digest() -> str:
+    """A hash of the code that decides what an entry holds (ingest and the model)."""
+    package = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256(str(CACHE_FORMAT).encode())
+    for source in sorted([*package.glob("ingest/*.py"), package / "model.py"]):
+        digest.update(source.name.encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+def entry_key(path: Path, source: int, host: str | None) -> str | None:
+    """The key of ``path``'s entry, read as file ``source`` of a run on ``host``."""
+    try:
+        st = path.stat()
+        digest = hashlib.sha256()
+        digest.update(f"{_code_digest()}|{st.st_size}|{st.st_mtime_ns}|{source}|{host}".encode())
+        with path.open("rb") as fh:
+            digest.update(fh.read(_SAMPLE_BYTES))
+            fh.seek(max(0, st.st_size - _SAMPLE_BYTES))
+            digest.update(fh.read(_SAMPLE_BYTES))
+    except OSError:
+        return None
+    return digest.hexdigest()[:32]
+
+
+def lookup(key: str) -> CachedFile | None:
+    """The entry ``key``, or None (absent, or unreadable: then it is removed)."""
+    folder = root()
+    if folder is None:
+        return None
+    entry = folder / key
+    meta_path = entry / _META
+    if not meta_path.is_file():
+        return None
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("format") != CACHE_FORMAT or meta.get("key") != key:
+            raise ValueError("another layout")
+        frames = {name: pl.read_parquet(entry / f"{name}.parquet") for name in meta["frames"]}
+        notes = tuple(str(n) for n in meta["notes"])
+        os.utime(meta_path)  # last used, for eviction
+    except Exception:  # noqa: BLE001 - any damage is a miss, read from SQLite instead
+        shutil.rmtree(entry, ignore_errors=True)
+        return None
+    return CachedFile(frames=frames, notes=notes)
+
+
+def store(key: str, source_path: Path, frames: dict[str, pl.DataFrame], notes: list[str]) -> None:
+    """Keep ``frames`` and ``notes`` as entry ``key``; silently nothing on any failure."""
+    folder = root()
+    if folder is None:
+        return
+    tmp: Path | None = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".tmp", dir=folder))
+        for name, frame in frames.items():
+            frame.write_parquet(tmp / f"{name}.parquet", compression="lz4", statistics=False)
+        meta = {
+            "format": CACHE_FORMAT,
+            "key": key,
+            "export": str(source_path),
+            "frames": list(frames),
+            "notes": list(notes),
+        }
+        (tmp / _META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+        try:
+            tmp.rename(folder / key)
+        except OSError:
+            return  # another run stored it first: theirs is as good
+        tmp = None
+        _evict(folder, _max_bytes(), keep=key)
+    except Exception:  # noqa: BLE001, S110 - a cache that cannot be written is only a miss
+        pass
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _max_bytes() -> int:
+    try:
+        gb = float(os.environ.get(ENV_MAX_GB, DEFAULT_MAX_GB))
+    except ValueError:
+        gb = DEFAULT_MAX_GB
+    return int(max(gb, 0.0) * 1e9)
+
+
+def _entry_size(entry: Path) -> int:
+    return sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+
+
+def _evict(folder: Path, max_bytes: int, keep: str) -> None:
+    """Remove the least recently used entries until the folder holds ``max_bytes``."""
+    entries = []
+    for entry in folder.iterdir():
+        with contextlib.suppress(OSError):
+            if entry.is_dir() and (entry / _META).is_file():
+                entries.append(((entry / _META).stat().st_mtime, _entry_size(entry), entry))
+    total = sum(size for _, size, _ in entries)
+    for _, size, entry in sorted(entries, key=lambda e: e[0]):
+        if total <= max_bytes:
+            break
+        if entry.name == keep:
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        total -= size

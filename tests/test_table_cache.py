@@ -1,0 +1,158 @@
+"""The table cache (nsysan.ingest.cache): a warm run reads what a cold run read,
+an edited export or a damaged entry is read afresh, and no failure of the cache is
+ever the user's error."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import SHARED_TRACES, run_cli
+
+from nsysan.ingest import cache, load_trace
+from nsysan.model import TABLE_SCHEMAS
+
+SMALL = SHARED_TRACES / "T033-dlprof" / "trace.sqlite"
+OTHER = SHARED_TRACES / "T028-nsight-systems-deep-dive" / "trace.sqlite"
+
+
+@pytest.fixture
+def cache_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("NSYSAN_CACHE", "on")
+    monkeypatch.setenv("NSYSAN_CACHE_DIR", str(folder))
+    monkeypatch.delenv("NSYSAN_CACHE_MAX_GB", raising=False)
+    cache.set_enabled(True)
+    return folder / "tables"
+
+
+@pytest.fixture
+def export(tmp_path: Path) -> Path:
+    """A writable copy of a small real export, with one kernel of absurd end time
+    (validation drops it with a note, which the cache must keep)."""
+    if not SMALL.exists():
+        pytest.skip("real traces not available")
+    path = tmp_path / "trace.sqlite"
+    shutil.copyfile(SMALL, path)
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 9223372036854775807 "
+            "WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_KERNEL)"
+        )
+    path.chmod(0o444)
+    return path
+
+
+def _entries(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+
+def _assert_same_trace(a, b) -> None:  # type: ignore[no-untyped-def]
+    for name in TABLE_SCHEMAS:
+        assert a.table(name).equals(b.table(name)), name
+    assert a.gpus.equals(b.gpus)
+    assert a.notes == b.notes
+
+
+def test_warm_load_is_the_cold_load(cache_on: Path, export: Path) -> None:
+    cold = load_trace(export)
+    assert len(_entries(cache_on)) == 1
+    warm = load_trace(export)
+    _assert_same_trace(cold, warm)
+    assert any("CUPTI_ACTIVITY_KIND_KERNEL" in n for n in warm.notes)
+    cache.set_enabled(False)
+    _assert_same_trace(load_trace(export), warm)
+
+
+def test_the_export_is_never_changed(cache_on: Path, export: Path) -> None:
+    before = hashlib.sha256(export.read_bytes()).hexdigest()
+    load_trace(export)
+    load_trace(export)
+    assert hashlib.sha256(export.read_bytes()).hexdigest() == before
+    assert not any(p.name != export.name for p in export.parent.iterdir() if p.is_file())
+
+
+def test_an_edited_export_is_read_afresh(cache_on: Path, export: Path) -> None:
+    first = load_trace(export)
+    export.chmod(0o644)
+    with sqlite3.connect(export) as conn:
+        conn.execute(
+            "DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid IN "
+            "(SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 5)"
+        )
+    second = load_trace(export)
+    assert second.kernels.height == first.kernels.height - 4  # one of the five was dropped
+    assert len(_entries(cache_on)) == 2
+
+
+def test_a_damaged_entry_is_a_miss_and_is_replaced(cache_on: Path, export: Path) -> None:
+    cold = load_trace(export)
+    (entry,) = _entries(cache_on)
+    parquet = entry / "table.kernels.parquet"
+    parquet.write_bytes(parquet.read_bytes()[:100])
+    again = load_trace(export)
+    _assert_same_trace(cold, again)
+    (entry,) = _entries(cache_on)
+    assert pl.read_parquet(entry / "table.kernels.parquet").height == cold.kernels.height
+
+
+def test_an_unwritable_cache_folder_is_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, export: Path
+) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    monkeypatch.setenv("NSYSAN_CACHE", "on")
+    monkeypatch.setenv("NSYSAN_CACHE_DIR", str(blocker))
+    cache.set_enabled(True)
+    assert load_trace(export).kernels.height > 0
+
+
+@pytest.mark.parametrize("how", ["env", "flag"])
+def test_the_cache_can_be_turned_off(
+    how: str,
+    cache_on: Path,
+    export: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["-q", "report", str(export), "-o", str(tmp_path / "r.html")]
+    if how == "env":
+        monkeypatch.setenv("NSYSAN_CACHE", "off")
+    else:
+        args.insert(0, "--no-cache")
+    code, _, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert _entries(cache_on) == []
+
+
+def test_least_recently_used_entries_go_past_the_size_cap(
+    cache_on: Path, export: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not OTHER.exists():
+        pytest.skip("real traces not available")
+    monkeypatch.setenv("NSYSAN_CACHE_MAX_GB", "0.000001")
+    load_trace(export)
+    (first,) = _entries(cache_on)
+    load_trace(OTHER)
+    (kept,) = _entries(cache_on)
+    assert kept != first  # the newest entry stays even past the cap; the older one went
+
+
+def test_a_warm_report_is_the_cold_report(
+    cache_on: Path, export: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outputs = []
+    for run in ("cold", "warm"):
+        json_path = tmp_path / f"{run}.json"
+        code, _, err = run_cli(
+            ["-q", "analyze", str(export), "--json", "-o", str(json_path)], capsys
+        )
+        assert code == 0, err
+        outputs.append(json_path.read_bytes())
+    assert len(_entries(cache_on)) == 1
+    assert outputs[0] == outputs[1]
