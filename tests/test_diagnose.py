@@ -118,6 +118,25 @@ def test_pipeline_needs_a_staircase() -> None:
     assert R.pipeline_bubble(shuffled) is None
 
 
+def test_two_gpus_are_no_staircase() -> None:
+    """Two independent GPUs, one idle longer at the start and the other at the end,
+    rank as a perfect two-step staircase: not evidence of a pipeline."""
+    two = _facts(
+        gpu_count=2,
+        bubble_share=0.4,
+        fill_share_per_gpu=(0.05, 0.3),
+        drain_share_per_gpu=(0.3, 0.05),
+    )
+    assert R.pipeline_bubble(two) is None
+    three = dataclasses.replace(
+        two,
+        gpu_count=3,
+        fill_share_per_gpu=(0.05, 0.15, 0.3),
+        drain_share_per_gpu=(0.3, 0.15, 0.05),
+    )
+    assert R.pipeline_bubble(three) is not None
+
+
 def test_rank_correlation() -> None:
     assert R.rank_correlation((1, 2, 3), (3, 2, 1)) == pytest.approx(-1.0)
     assert R.rank_correlation((1, 2, 3), (1, 2, 3)) == pytest.approx(1.0)

@@ -40,6 +40,9 @@ BUBBLE_STAIRCASE_MIN = 0.05  # spread of fill and of drain share across stages
 BUBBLE_FILL_DRAIN_MAX_CORRELATION = -0.8
 # ... and the fill share grows (or shrinks) steadily with the GPU's position.
 BUBBLE_STAGE_ORDER_MIN_CORRELATION = 0.8
+# Two GPUs always rank as a perfect staircase (a rank correlation of two points is
+# +-1), so two independent GPUs would pass: a staircase takes three stages or more.
+BUBBLE_MIN_STAGES = 3
 # drift / long tail (seed 4.2, 4.3)
 DRIFT_SPREAD_HIGH = 0.30  # busy-share spread between GPUs in the worst drift window
 # Load drift: over the capture, one GPU's busy share moves this much relative to
@@ -330,7 +333,9 @@ def _spread(values: tuple[float, ...]) -> float:
 
 def pipeline_bubble(f: Facts) -> Finding | None:
     """Idle at the start/end of each iteration, growing stage by stage (fill/drain)."""
-    if f.gpu_count < 2 or f.bubble_share is None or f.bubble_share < BUBBLE_SHARE_HIGH:
+    if f.gpu_count < BUBBLE_MIN_STAGES or f.bubble_share is None:
+        return None
+    if len(f.fill_share_per_gpu) < BUBBLE_MIN_STAGES or f.bubble_share < BUBBLE_SHARE_HIGH:
         return None
     if min(_spread(f.fill_share_per_gpu), _spread(f.drain_share_per_gpu)) < BUBBLE_STAIRCASE_MIN:
         return None
