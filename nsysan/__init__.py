@@ -18,8 +18,25 @@ os.environ.setdefault(
     "_RJEM_MALLOC_CONF", "background_thread:true,dirty_decay_ms:30000,muzzy_decay_ms:30000"
 )
 
-from nsysan.ingest import load_trace  # noqa: E402
-from nsysan.model import Trace
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
+if TYPE_CHECKING:
+    from nsysan.ingest import load_trace
+    from nsysan.model import Trace
 
 __version__ = "0.1.0"
 __all__ = ["Trace", "__version__", "load_trace"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: ``import nsysan`` stays light, so the console script can
+    # catch a Ctrl-C while polars and numba load (nsysan._launcher).
+    if name == "load_trace":
+        from nsysan.ingest import load_trace
+
+        return load_trace
+    if name == "Trace":
+        from nsysan.model import Trace
+
+        return Trace
+    raise AttributeError(f"module 'nsysan' has no attribute {name!r}")

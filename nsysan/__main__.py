@@ -1,3 +1,3 @@
-from nsysan.cli import main
+from nsysan._launcher import main
 
 main()

@@ -112,3 +112,25 @@ def test_handlers_are_restored_after_an_in_process_run(
     code, _, _ = run_cli(["--version"], capsys)
     assert code == 0
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+@pytest.mark.parametrize("after_s", [0.1, 0.3, 0.6])
+def test_ctrl_c_while_the_command_loads_exits_130_with_one_line(
+    trace: Path, tmp_path: Path, after_s: float
+) -> None:
+    """The console script's own entry point: an interrupt during the imports (polars,
+    numba, the analyses) is one line too, not a traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nsysan", "analyze", str(trace), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the run finished before the signal")
+    assert proc.returncode == 130
+    assert err == "nsysan: interrupted\n"
