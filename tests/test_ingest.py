@@ -185,3 +185,25 @@ def test_generic_events_form_gives_the_same_metrics(shared_traces: Path) -> None
     joined = generic.join(modern, on=["time_ns", "metric"], suffix="_modern")
     assert joined.height == generic.height
     assert joined.filter(pl.col("value") != pl.col("value_modern")).is_empty()
+
+
+def test_text_stored_as_a_blob_in_key_value_tables_reads_as_text(tmp_path: Path) -> None:
+    """Some exports store the host name and metadata values as BLOBs: shown as text."""
+    import sqlite3
+
+    from nsysan.ingest.nsys import read_metadata, read_system_env
+    from nsysan.ingest.sqlite import open_export
+
+    path = tmp_path / "blob.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
+        conn.execute("CREATE TABLE TARGET_INFO_SYSTEM_ENV (name TEXT, value TEXT)")
+        conn.execute("INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES ('Hostname', ?)", (b"node-7\x00",))
+        conn.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
+        conn.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', ?)", (b"3.11",))
+    db = open_export(path)
+    try:
+        assert read_system_env(db, ["Hostname"]) == {"Hostname": "node-7"}
+        assert read_metadata(db) == {"EXPORT_SCHEMA_VERSION": "3.11"}
+    finally:
+        db.close()

@@ -576,11 +576,19 @@ def read_cuda_device_map(db: ExportDB) -> pl.DataFrame:
     return model.conform(df, schema)
 
 
+def _cell_text(value: object) -> str:
+    """A key/value cell as text: a BLOB is decoded (never shown as ``b'...'``)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace").rstrip("\x00")
+    return str(value)
+
+
 def read_metadata(db: ExportDB) -> dict[str, str]:
     """Export metadata key/values (META_DATA_EXPORT, else EXPORT_META_DATA, else {})."""
     for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
         if db.has(table):
-            return {str(k): str(v) for k, v in db.rows(f'SELECT name, value FROM "{table}"')}
+            rows = db.rows(f'SELECT name, value FROM "{table}"')
+            return {_cell_text(k): _cell_text(v) for k, v in rows}
     return {}
 
 
@@ -589,7 +597,7 @@ def read_system_env(db: ExportDB, names: Sequence[str]) -> dict[str, str]:
         return {}
     quoted = ", ".join("'" + n.replace("'", "''") + "'" for n in names)
     rows = db.rows(f'SELECT name, value FROM "TARGET_INFO_SYSTEM_ENV" WHERE name IN ({quoted})')
-    return {str(k): str(v) for k, v in rows}
+    return {_cell_text(k): _cell_text(v) for k, v in rows}
 
 
 def read_session_start(db: ExportDB) -> int | None:
