@@ -875,14 +875,19 @@ def _nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
 def _range_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """The permutation sorting ranges by thread, start, then end descending (stable).
 
-    Ranges come in time order, threads interleaved: a stable sort by the small thread
-    number is then the whole sort, unless two ranges open at one instant with the
-    inner one first (then the full three-key sort runs).
+    Ranges come in about time order, threads interleaved: a stable sort by the small
+    thread number, then one by start (over runs already in order, so fast), is the
+    whole sort unless two ranges open at one instant with the inner one first (then
+    the full three-key sort runs).
     """
-    if len(start) and np.all(start[:-1] <= start[1:]):
+    if len(start):
         narrow = thread.astype(np.uint16) if thread.max() < 1 << 16 else thread
         order = np.argsort(narrow, kind="stable")
-        t, s, e = thread[order], start[order], end[order]
+        t, s = thread[order], start[order]
+        if np.any((t[1:] == t[:-1]) & (s[1:] < s[:-1])):
+            order = order[np.lexsort((s, t))]
+            t, s = thread[order], start[order]
+        e = end[order]
         if not np.any((t[1:] == t[:-1]) & (s[1:] == s[:-1]) & (e[1:] > e[:-1])):
             return order
     return np.lexsort((-end, start, thread))
@@ -909,6 +914,7 @@ def _cause_segments(
     signature: pl.DataFrame,
     ranges: pl.DataFrame,
     portions: pl.DataFrame | None = None,
+    merge: bool = False,
 ) -> Segments:
     """The feeding threads' timelines cut into segments with one host cause each.
 
@@ -919,7 +925,8 @@ def _cause_segments(
     :data:`~nsysan.analyze.host_loops.CROSSING` / :data:`~nsysan.analyze.host_loops.OUTSIDE`).
     With ``portions`` (``_th, start_ns, end_ns``), only the time inside them: on a
     busy host the whole timeline has several segments per kernel, most of them where
-    no gap ever looks.
+    no gap ever looks. With ``merge``, segments are cut only where the cause or the
+    range changes (time sums are the same, and there are fewer segments to store).
     """
     streams = _edge_streams(trace, threads, signature, ranges, portions)
     return cause_segments(
@@ -929,6 +936,7 @@ def _cause_segments(
         ranges["_depth"].to_numpy(),
         ranges["_range_end"].to_numpy(),
         len(HOST_CAUSES) if portions is not None else -1,
+        merge,
     )
 
 
@@ -1331,7 +1339,7 @@ def attribute_gaps(
     threads, portions = _host_portions(table)
     signature = gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi"))
     ranges = _nvtx_ranges(trace, threads)
-    segments = _cause_segments(trace, threads, signature, ranges, portions)
+    segments = _cause_segments(trace, threads, signature, ranges, portions, merge=True)
     spent = _time_in(portions, segments, table.height)
     carve = transfers is not None and transfers.height > 0 and keys == ["gpu"]
     if carve:

@@ -144,15 +144,15 @@ def _sort_runs(times, bounds):  # type: ignore[no-untyped-def]
     """Sorts, in place, each run of ``times`` that is not sorted already.
 
     Edges of one stream and thread at one instant are interchangeable, so only the
-    times matter. Tables come in start order, and calls of one thread do not
-    overlap, so most runs are sorted; nested ranges' ends are not.
+    times matter. Each thread's NVTX ranges come in start order (their start
+    stream must stay in that order), so their runs are never sorted here.
     """
     for s in range(bounds.shape[0]):
         for t in range(bounds.shape[1] - 1):
             lo, hi = bounds[s, t], bounds[s, t + 1]
             for i in range(lo + 1, hi):
                 if times[i] < times[i - 1]:
-                    times[lo:hi] = np.sort(times[lo:hi])
+                    times[lo:hi].sort()
                     break
 
 
@@ -188,6 +188,7 @@ def cause_segments(
     range_depth: np.ndarray | None = None,
     range_end: np.ndarray | None = None,
     window_layer: int = -1,
+    merge: bool = False,
 ) -> Segments:
     """Disjoint segments of one cause each, and the innermost NVTX range of each.
 
@@ -207,6 +208,10 @@ def cause_segments(
     With ``window_layer`` (a layer number >= ``layer_count``, never a cause), only time
     inside at least one of that layer's intervals gives segments: the rest of the
     timeline, which no host portion reads, is never stored.
+
+    With ``merge``, a segment that continues the previous one (same cause and
+    innermost range, no time between) extends it instead: the thread is cut only
+    where the cause or the range changes, not at every edge.
     """
     threads = streams.threads
     times, bounds, layers, steps = streams.take_arrays()
@@ -226,6 +231,7 @@ def cause_segments(
             np.ascontiguousarray(range_depth),
             np.ascontiguousarray(range_end),
             window_layer,
+            merge,
         )
     )
 
@@ -243,6 +249,7 @@ def _sweep(  # type: ignore[no-untyped-def]
     range_depth,
     range_end,
     window_layer,
+    merge,
 ):
     streams = bounds.shape[0]
     pos = np.empty(streams, dtype=np.int64)
@@ -277,9 +284,6 @@ def _sweep(  # type: ignore[no-untyped-def]
             if best < 0:
                 break
             if prev_cause >= 0 and prev_inside:
-                seg_start[count] = prev_time
-                seg_end[count] = now
-                seg_cause[count] = prev_cause
                 innermost = OUTSIDE
                 if prev_depth > 0:
                     candidate = last_at_depth[prev_depth] if prev_depth < deepest else -1
@@ -289,8 +293,20 @@ def _sweep(  # type: ignore[no-untyped-def]
                         innermost = latest
                     else:
                         innermost = CROSSING
-                seg_range[count] = innermost
-                count += 1
+                if (
+                    merge
+                    and count > seg_bounds[thread]
+                    and seg_end[count - 1] == prev_time
+                    and seg_cause[count - 1] == prev_cause
+                    and seg_range[count - 1] == innermost
+                ):
+                    seg_end[count - 1] = now
+                else:
+                    seg_start[count] = prev_time
+                    seg_end[count] = now
+                    seg_cause[count] = prev_cause
+                    seg_range[count] = innermost
+                    count += 1
             for s in range(streams):
                 i = pos[s]
                 while i < stop[s] and times[i] == now:
