@@ -88,6 +88,7 @@ def segments_of(
     depth_layer: int,
     shuffle: int = 0,
     window: list[tuple[int, int, int]] | None = None,
+    merge: bool = False,
 ) -> Segments:
     streams = streams_of(rows, shuffle, depth_layer)
     if window is not None:
@@ -98,9 +99,8 @@ def segments_of(
             np.array([w[1] + w[2] for w in window], dtype=np.int64),
         )
     ranges = ranges_of(rows, depth_layer)
-    return cause_segments(
-        streams, LAYERS, depth_layer, ranges[3], ranges[2], LAYERS if window is not None else -1
-    )
+    window_layer = LAYERS if window is not None else -1
+    return cause_segments(streams, LAYERS, depth_layer, ranges[3], ranges[2], window_layer, merge)
 
 
 def brute_force(
@@ -146,12 +146,24 @@ def instants(
 
 
 @hsettings(max_examples=150, deadline=None)
-@given(rows=intervals, depth_layer=st.integers(-1, LAYERS - 1), shuffle=st.integers(0, 7))
+@given(
+    rows=intervals,
+    depth_layer=st.integers(-1, LAYERS - 1),
+    shuffle=st.integers(0, 7),
+    merge=st.booleans(),
+)
 def test_segments_cover_exactly_the_instants_some_layer_holds(
-    rows: list[tuple[int, int, int, int]], depth_layer: int, shuffle: int
+    rows: list[tuple[int, int, int, int]], depth_layer: int, shuffle: int, merge: bool
 ) -> None:
-    got = instants(segments_of(rows, depth_layer, shuffle), rows, depth_layer)
-    assert got == brute_force(rows, depth_layer)
+    segments = segments_of(rows, depth_layer, shuffle, merge=merge)
+    assert instants(segments, rows, depth_layer) == brute_force(rows, depth_layer)
+    if merge:  # a segment never just continues the previous one
+        same = (
+            (segments.start[1:] == segments.end[:-1])
+            & (segments.cause[1:] == segments.cause[:-1])
+            & (segments.nvtx_range[1:] == segments.nvtx_range[:-1])
+        )
+        assert not np.any(same & (segments.thread()[1:] == segments.thread()[:-1]))
 
 
 @hsettings(max_examples=150, deadline=None)
