@@ -309,10 +309,10 @@ def test_time_per_text_sums_the_instants_of_each_portion(
     def text(row: int) -> int:
         return int(codes[row]) if row >= 0 else crossing
 
-    portion, first, covered, counted = host_loops.time_per_text(segments, codes, crossing, 1, por)
+    portion, named, covered, counted = host_loops.time_per_text(segments, codes, crossing, 1, por)
     got = {
-        (int(p), text(segments.nvtx_range[f])): (int(c), int(n))
-        for p, f, c, n in zip(portion, first, covered, counted, strict=True)
+        (int(p), text(r)): (int(c), int(n))
+        for p, r, c, n in zip(portion, named, covered, counted, strict=True)
     }
     assert len(got) == len(portion)  # one row per (portion, text)
     want: dict[tuple[int, int], list[int]] = {}
@@ -324,8 +324,8 @@ def test_time_per_text_sums_the_instants_of_each_portion(
                     tally[0] += 1
                     tally[1] += int(is_counted)
     assert got == {k: (v[0], v[1]) for k, v in want.items()}
-    for f, p in zip(first, portion, strict=True):  # the named segment is one that met it
-        assert segments.thread()[f] == por[0][p]
+    for r, p in zip(named, portion, strict=True):  # the range named is one the portion met
+        assert any(s[0] == ps[p][0] and s[3] == r for s in segs)
 
 
 def innermost_per_segment(

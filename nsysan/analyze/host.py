@@ -1275,7 +1275,7 @@ def _text_time(portions: pl.DataFrame, segments: Segments, ranges: pl.DataFrame)
     # range named like them, if any), so a portion's texts are distinct.
     texts = ranges["text"].to_physical().cast(pl.Int64)
     named_crossing = texts.filter(ranges["text"] == NVTX_CROSSING)
-    portion, first, covered, nvtx = time_per_text(
+    portion, named_range, covered, nvtx = time_per_text(
         segments,
         texts.to_numpy(),
         int(named_crossing[0]) if len(named_crossing) else CROSSING,
@@ -1285,7 +1285,7 @@ def _text_time(portions: pl.DataFrame, segments: Segments, ranges: pl.DataFrame)
     return pl.DataFrame(
         [
             portions["_gap"].gather(portion),
-            _range_texts(ranges, segments.nvtx_range[first]),
+            _range_texts(ranges, named_range),
             pl.Series("covered_ns", covered),
             pl.Series("nvtx_ns", nvtx),
         ]

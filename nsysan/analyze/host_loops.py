@@ -571,8 +571,9 @@ def time_per_text(
     where ranges cross); segments in no range are left out. ``counted_cause``: the
     cause whose time also counts as ``counted_ns``. ``portions``: thread, start,
     end, in any order and possibly overlapping one another. Returns, one row per
-    (portion, text) met: the portion's row, the row of the first segment with that
-    text (to name it), ``covered_ns`` and ``counted_ns``. Each portion searches its
+    (portion, text) met: the portion's row and the innermost range of the first
+    segment with that text (to name it; int32, ``CROSSING`` for crossing ranges),
+    ``covered_ns`` and ``counted_ns``. Each portion searches its
     thread's segments once and walks the run it meets; no table of (portion,
     segment) pairs is built.
     """
@@ -584,9 +585,9 @@ def time_per_text(
 
 
 @_compiled
-def _text_of(seg_range, range_codes, crossing_code, k):  # type: ignore[no-untyped-def]
-    """Segment ``k``'s text code; OUTSIDE when it is in no range."""
-    r = seg_range[k]
+def _text_of(range_rows, range_codes, crossing_code, k):  # type: ignore[no-untyped-def]
+    """The text code of ``range_rows[k]`` (a range row or a marker); OUTSIDE for OUTSIDE."""
+    r = range_rows[k]
     if r >= 0:
         return range_codes[r]
     return crossing_code if r == CROSSING else OUTSIDE
@@ -646,9 +647,8 @@ def _text_totals(  # type: ignore[no-untyped-def]
     rows,
 ):
     total = rows.sum()
-    portion = np.empty(total, dtype=np.int64)
-    first_segment = np.empty(total, dtype=np.int64)
-    text_of_row = np.empty(total, dtype=np.int64)
+    portion = np.empty(total, dtype=np.int32)
+    named_range = np.empty(total, dtype=np.int32)
     covered = np.zeros(total, dtype=np.int64)
     counted_ns = np.zeros(total, dtype=np.int64)
     out = 0
@@ -661,16 +661,16 @@ def _text_totals(  # type: ignore[no-untyped-def]
                 text = _text_of(seg_range, range_codes, crossing_code, i)
                 at = -1
                 for m in range(n):
-                    if text_of_row[out + m] == text:
+                    if _text_of(named_range, range_codes, crossing_code, out + m) == text:
                         at = out + m
                         break
                 if at < 0:
                     at = out + n
                     n += 1
-                    portion[at], first_segment[at], text_of_row[at] = p, i, text
+                    portion[at], named_range[at] = p, seg_range[i]
                 covered[at] += o
                 if seg_cause[i] == counted_cause:
                     counted_ns[at] += o
             i += 1
         out += n
-    return portion, first_segment, covered, counted_ns
+    return portion, named_range, covered, counted_ns
