@@ -876,17 +876,20 @@ def _range_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.n
     """The permutation sorting ranges by thread, start, then end descending (stable).
 
     Ranges come in about time order, threads interleaved: a stable sort by the small
-    thread number, then one by start (over runs already in order, so fast), is the
-    whole sort unless two ranges open at one instant with the inner one first (then
-    the full three-key sort runs).
+    thread number, then by start within the threads whose ranges are out of order
+    (a few, nearly sorted: timsort takes them in about one pass), is the whole sort
+    unless two ranges open at one instant with the inner one first (then the full
+    three-key sort runs).
     """
     if len(start):
         narrow = thread.astype(np.uint16) if thread.max() < 1 << 16 else thread
         order = np.argsort(narrow, kind="stable")
         t, s = thread[order], start[order]
-        if np.any((t[1:] == t[:-1]) & (s[1:] < s[:-1])):
-            order = order[np.lexsort((s, t))]
-            t, s = thread[order], start[order]
+        cuts = [0, *(np.flatnonzero(t[1:] != t[:-1]) + 1), len(t)]
+        for lo, hi in itertools.pairwise(cuts):
+            if np.any(s[lo + 1 : hi] < s[lo : hi - 1]):
+                by_start = np.argsort(s[lo:hi], kind="stable")
+                order[lo:hi], s[lo:hi] = order[lo:hi][by_start], s[lo:hi][by_start]
         e = end[order]
         if not np.any((t[1:] == t[:-1]) & (s[1:] == s[:-1]) & (e[1:] > e[:-1])):
             return order
@@ -942,6 +945,9 @@ def _cause_segments(
 
 def _range_texts(ranges: pl.DataFrame, rows: np.ndarray) -> pl.Series:
     """``nvtx_text`` of range ``rows``: :data:`NVTX_CROSSING` for ``CROSSING``, null for ``OUTSIDE``."""
+    if ranges.height and (len(rows) == 0 or rows.min() >= 0):
+        # Every row names a range (the usual case): one gather, no per-row choice.
+        return ranges["text"].gather(rows).alias("nvtx_text")
     dtype = ranges.schema["text"]
     at = pl.lit(pl.Series(rows))
     text = (
