@@ -55,12 +55,12 @@ is an exact as-of join on the kernels, which ingest keeps in (gpu, start) order,
 neither side is sorted again; only operations tied at one instant are ranked. The
 launch call is a look-up among the CUDA API rows keyed by (source, pid, correlation
 id) packed into one integer, only the keys sorted (an as-of join when the ids are too
-wide to pack). One sweep over the edges of the feeding threads' intervals cuts their
-timelines into segments of one cause; a running total of each cause's time along a
-thread, read at both ends of a host portion, gives the portion's split, with the
-readings taken in time order so the totals are carried along. Those loops are
-compiled (:mod:`nsysan.analyze.host_loops`). Only portions inside NVTX ranges meet
-the named segments one by one, for the text.
+wide to pack). One sweep over the edges of the feeding threads' intervals (written
+from the whole tables into per-thread runs, no filtered copies) cuts their timelines,
+inside the host portions only, into segments of one cause and one innermost NVTX
+range; each host portion then adds up the run of segments it overlaps, found by
+binary search, for its split and, when inside NVTX ranges, its texts. Those loops
+are compiled (:mod:`nsysan.analyze.host_loops`); the segments stay numpy arrays.
 """
 
 from __future__ import annotations
@@ -1000,9 +1000,9 @@ def _time_in(portions: pl.DataFrame, segments: Segments, gaps: int) -> dict[str,
     ``<cause>_ns`` for every cause of :data:`HOST_CAUSES` some segment has (the others
     are 0 everywhere), and ``_nvtx_ns``.
 
-    A running total of each cause's time over the ``segments``, read at the portion's
-    end minus read at its start, is the portion's time in that cause; ``_nvtx_ns`` is
-    the time in segments inside at least one NVTX range. Gaps without a portion get 0.
+    A portion's time in a cause is its overlap with the ``segments`` of that cause;
+    ``_nvtx_ns`` its overlap with segments inside at least one NVTX range. Gaps
+    without a portion get 0.
     """
     present, spent = time_per_cause(
         segments,

@@ -2,10 +2,11 @@
 
 Host attribution (:mod:`nsysan.analyze.host`) cuts each feeding thread's timeline into
 segments with one cause (a sweep over the edges of every interval of the thread) and
-reads, for each host portion of a gap, the time each cause holds inside it (running
-totals read at both ends). On exports with millions of kernels both touch millions of
-rows several times when written as table operations (a sort of all edges, running
-sums, filters, look-ups), and were most of the time of all analyses together. As
+adds up, for each host portion of a gap, the time each cause holds inside it (the
+run of segments the portion overlaps). On exports with millions of kernels both touch
+millions of rows several times when written as table operations (a sort of all
+edges, running sums, filters, look-ups), and were most of the time of all analyses
+together. As
 loops compiled by numba they are one pass each, with no intermediate tables
 (``benchmarks/analysis_bench.py`` gives the figures).
 
@@ -352,113 +353,52 @@ def time_per_cause(
 
     ``segments`` is :func:`cause_segments`' output; ``portions`` are threads, starts,
     ends and slots (where each portion's times are written; a slot holds one
-    portion). Returns the causes that occur in ``segments`` (layer numbers) and an
-    int64 array with one row per such cause and a last row for the time in segments
-    inside at least one NVTX range, one column per slot (0 for slots with no portion).
+    portion), in any order. Returns the causes that occur in ``segments`` (layer
+    numbers) and an int64 array with one row per such cause and a last row for the
+    time in segments inside at least one NVTX range, one column per slot (0 for
+    slots with no portion).
 
-    A portion's time in a cause is a running total of that cause's time along its
-    thread, read at the portion's end minus read at its start. The readings are
-    taken in time order per thread (starts in one pass, ends in another), so the
-    running totals are carried along instead of stored per segment.
+    Each portion finds the first segment of its thread it meets by binary search and
+    adds up the run of segments it overlaps: the cost follows the segments inside
+    portions, not every segment of the threads.
     """
     present = np.flatnonzero(np.bincount(segments.cause, minlength=layer_count))
-    # Only causes that occur get a running total: usually two or three of seven.
-    column = np.full(max(layer_count, 1), -1, dtype=np.int64)
-    column[present] = np.arange(len(present))
-    thread, start, end, slot = portions
+    # Only causes that occur get a row: usually two or three of seven.
+    row = np.full(max(layer_count, 1), -1, dtype=np.int64)
+    row[present] = np.arange(len(present))
     out = np.zeros((len(present) + 1, slots), dtype=np.int64)
-    if len(segments.start) == 0:
-        return present, out
-    for times, sign in ((start, -1), (end, 1)):
-        order = _thread_time_order(thread, times)
-        _add_readings(
-            segments.bounds,
-            segments.start,
-            segments.end,
-            segments.cause,
-            segments.nvtx_range,
-            column,
-            len(present),
-            thread,
-            times,
-            np.arange(len(times)) if order is None else order,
-            slot,
-            sign,
-            out,
-        )
+    thread, start, end, slot = (np.ascontiguousarray(a) for a in portions)
+    _add_overlaps(
+        segments.bounds,
+        segments.start,
+        segments.end,
+        segments.cause,
+        segments.nvtx_range,
+        row,
+        thread,
+        start,
+        end,
+        slot,
+        out,
+    )
     return present, out
 
 
-def _thread_time_order(thread: np.ndarray, times: np.ndarray) -> np.ndarray | None:
-    """The permutation that orders readings by (thread, time); None when they already are."""
-    if _sorted_by_thread_time(thread, times):
-        return None
-    if np.all(times[:-1] <= times[1:]):
-        # Already in time order (several threads interleaved): a stable sort by the
-        # small thread number keeps it within each thread.
-        narrow = thread.astype(np.uint16) if thread.max(initial=0) < 1 << 16 else thread
-        return np.argsort(narrow, kind="stable")
-    return np.lexsort((times, thread))
-
-
 @_compiled
-def _sorted_by_thread_time(thread: np.ndarray, times: np.ndarray) -> bool:
-    for i in range(1, len(times)):
-        if thread[i] < thread[i - 1] or (thread[i] == thread[i - 1] and times[i] < times[i - 1]):
-            return False
-    return True
-
-
-@_compiled
-def _add_readings(  # type: ignore[no-untyped-def]
-    seg_bounds,
-    seg_start,
-    seg_end,
-    seg_cause,
-    seg_range,
-    column,
-    causes,
-    thread,
-    times,
-    order,
-    slot,
-    sign,
-    out,
+def _add_overlaps(  # type: ignore[no-untyped-def]
+    seg_bounds, seg_start, seg_end, seg_cause, seg_range, row, thread, start, end, slot, out
 ):
-    """Adds ``sign`` x the running totals read at ``times`` (visited in ``order``) to ``out``.
-
-    ``order`` visits the readings by (thread, time). A reading at an instant is the
-    time of the thread's segments before the last segment starting at or before the
-    instant, plus that segment's time up to the instant; 0 before the thread's first
-    segment.
-    """
-    parts = causes + 1
-    acc = np.zeros(parts, dtype=np.int64)
-    current = -1
-    at = lo = hi = 0
-    for k in order:
-        t = thread[k]
-        if t != current:
-            # A new thread: its run of segments, totals from 0.
-            current = t
-            lo, hi = seg_bounds[t], seg_bounds[t + 1]
-            at = lo
-            acc[:] = 0
-        if lo >= hi or times[k] < seg_start[lo]:
-            continue
-        while at + 1 < hi and seg_start[at + 1] <= times[k]:
-            length = seg_end[at] - seg_start[at]
-            acc[column[seg_cause[at]]] += length
-            if seg_range[at] != OUTSIDE:
-                acc[causes] += length
-            at += 1
-        into = min(times[k], seg_end[at]) - seg_start[at]
-        held = column[seg_cause[at]]
-        for p in range(parts):
-            value = acc[p]
-            if p == held or (p == causes and seg_range[at] != OUTSIDE):
-                value += into
-            out[p, slot[k]] += sign * value
+    """Adds each portion's overlap with every segment to its cause's row (and the range row)."""
+    in_range = out.shape[0] - 1
+    for p in range(len(thread)):
+        i, hi = _first_meeting(seg_bounds, seg_end, thread[p], start[p])
+        while i < hi and seg_start[i] < end[p]:
+            overlap = min(seg_end[i], end[p]) - max(seg_start[i], start[p])
+            if overlap > 0:
+                out[row[seg_cause[i]], slot[p]] += overlap
+                if seg_range[i] != OUTSIDE:
+                    out[in_range, slot[p]] += overlap
+            i += 1
 
 
 @_compiled
