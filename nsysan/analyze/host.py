@@ -1278,14 +1278,13 @@ def _text_time(portions: pl.DataFrame, segments: Segments, ranges: pl.DataFrame)
     is the portion time inside ranges of that text, any cause; ``nvtx_ns`` the part of
     it attributed to the ``nvtx`` cause.
     """
-    # A text is its category code; crossing ranges get one of their own (that of a
-    # range named like them, if any), so a portion's texts are distinct.
-    texts = ranges["text"].to_physical().cast(pl.Int64)
-    named_crossing = texts.filter(ranges["text"] == NVTX_CROSSING)
+    # A text is its category code; crossing ranges get the code of their label (that
+    # of any range named like them too), so a portion's texts are distinct.
+    crossing = pl.Series([NVTX_CROSSING]).cast(ranges.schema["text"]).to_physical()[0]
     portion, named_range, covered, nvtx = time_per_text(
         segments,
-        texts.to_numpy(),
-        int(named_crossing[0]) if len(named_crossing) else CROSSING,
+        ranges["text"].to_physical().to_numpy(),
+        int(crossing),
         HOST_CAUSES.index("nvtx"),
         [portions[c].to_numpy() for c in (_TH, "start_ns", "end_ns")],
     )

@@ -517,7 +517,7 @@ def time_per_text(
     thread's segments once and walks the run it meets; no table of (portion,
     segment) pairs is built.
     """
-    text = (segments.nvtx_range, np.ascontiguousarray(range_codes, dtype=np.int64), crossing_code)
+    text = (segments.nvtx_range, np.ascontiguousarray(range_codes), crossing_code)
     p_th, p_start, p_end = (np.ascontiguousarray(a) for a in portions)
     seg = (segments.bounds, segments.start, segments.end)
     rows = _texts_met(*seg, *text, p_th, p_start, p_end)
