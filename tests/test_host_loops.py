@@ -13,7 +13,10 @@ from hypothesis import strategies as st
 
 from nsysan.analyze import host_loops
 from nsysan.analyze.host_loops import (
+    CROSSING,
+    OUTSIDE,
     EdgeStreams,
+    Segments,
     cause_segments,
     find_rows,
     first_largest,
@@ -42,54 +45,125 @@ portions = st.lists(
 )
 
 
-def streams_of(rows: list[tuple[int, int, int, int]], shuffle: int) -> EdgeStreams:
-    streams = EdgeStreams()
-    for layer in range(LAYERS):
-        mine = [r for r in rows if r[0] == layer]
-        if not mine:
-            continue
-        # The rows come in any order: the streams sort them.
-        mine = random.Random(shuffle).sample(mine, len(mine)) if shuffle else mine
-        thread = np.array([r[1] for r in mine], dtype=np.uint32)
-        start = np.array([r[2] for r in mine], dtype=np.int64)
-        streams.add_layer(layer, thread, start, start + np.array([r[3] for r in mine]))
+def streams_of(
+    rows: list[tuple[int, int, int, int]], shuffle: int, depth_layer: int
+) -> EdgeStreams:
+    """The rows as edge streams; ``depth_layer``'s rows added as NVTX ranges (range order)."""
+    streams = EdgeStreams(THREADS)
+    others = [r for r in rows if r[0] != depth_layer]
+    # The rows come in any order, all layers mixed: the streams sort them.
+    others = random.Random(shuffle).sample(others, len(others)) if shuffle else others
+    if others:
+        streams.add_rows(
+            np.array([r[0] for r in others]),
+            np.array([r[1] for r in others], dtype=np.uint32),
+            np.array([r[2] for r in others]),
+            np.array([r[2] + r[3] for r in others]),
+        )
+    ranges = ranges_of(rows, depth_layer)
+    if ranges[0].size:
+        streams.add_layer(depth_layer, ranges[0], ranges[1], ranges[2])
     return streams
+
+
+def ranges_of(rows: list[tuple[int, int, int, int]], depth_layer: int) -> list[np.ndarray]:
+    """``depth_layer``'s rows as NVTX ranges: thread, start, end, depth, in range order."""
+    mine = sorted(
+        ((r[1], r[2], r[2] + r[3]) for r in rows if r[0] == depth_layer),
+        key=lambda r: (r[0], r[1], -r[2]),
+    )
+    depth = [
+        sum(1 for o in mine[: i + 1] if o[0] == r[0])
+        - sum(1 for o in mine if o[0] == r[0] and o[2] <= r[1])
+        for i, r in enumerate(mine)
+    ]
+    if not mine:
+        return [np.zeros(0, np.int64)] * 4
+    columns = [list(column) for column in zip(*mine, strict=True)]
+    return [np.array(v, dtype=np.int64) for v in (*columns, depth)]
+
+
+def segments_of(
+    rows: list[tuple[int, int, int, int]],
+    depth_layer: int,
+    shuffle: int = 0,
+    window: list[tuple[int, int, int]] | None = None,
+    merge: bool = False,
+) -> Segments:
+    streams = streams_of(rows, shuffle, depth_layer)
+    if window is not None:
+        streams.add_layer(
+            LAYERS,
+            np.array([w[0] for w in window], dtype=np.uint32),
+            np.array([w[1] for w in window], dtype=np.int64),
+            np.array([w[1] + w[2] for w in window], dtype=np.int64),
+        )
+    ranges = ranges_of(rows, depth_layer)
+    window_layer = LAYERS if window is not None else -1
+    return cause_segments(streams, LAYERS, depth_layer, ranges[3], ranges[2], window_layer, merge)
 
 
 def brute_force(
     rows: list[tuple[int, int, int, int]], depth_layer: int
-) -> dict[tuple[int, int], tuple[int, int]]:
-    """Per (thread, nanosecond): the lowest layer open and the open count of ``depth_layer``."""
+) -> dict[tuple[int, int], tuple[int, bool]]:
+    """Per (thread, nanosecond): the lowest layer open and whether ``depth_layer`` is open."""
     state = {}
     for thread in range(THREADS):
         for t in range(HORIZON + 40):
             open_ = [r[0] for r in rows if r[1] == thread and r[2] <= t < r[2] + r[3]]
             if open_:
-                state[(thread, t)] = (min(open_), open_.count(depth_layer))
+                state[(thread, t)] = (min(open_), depth_layer in open_)
     return state
 
 
-@hsettings(max_examples=150, deadline=None)
-@given(rows=intervals, depth_layer=st.integers(-1, LAYERS - 1), shuffle=st.integers(0, 7))
-def test_segments_cover_exactly_the_instants_some_layer_holds(
-    rows: list[tuple[int, int, int, int]], depth_layer: int, shuffle: int
-) -> None:
-    thread, start, end, cause, depth = cause_segments(
-        streams_of(rows, shuffle), LAYERS, depth_layer
-    )
+def instants(
+    segments: Segments, rows: list[tuple[int, int, int, int]], depth_layer: int
+) -> dict[tuple[int, int], tuple[int, bool]]:
+    """Per (thread, nanosecond) in a segment: its cause and whether it is in a range.
+
+    Checks on the way that segments are disjoint, in start order per thread, and
+    that a segment's innermost range holds it.
+    """
+    ranges = ranges_of(rows, depth_layer)
     got = {}
-    for th, s, e, c, d in zip(thread, start, end, cause, depth, strict=True):
+    for th, s, e, c, r in zip(
+        segments.thread(),
+        segments.start,
+        segments.end,
+        segments.cause,
+        segments.nvtx_range,
+        strict=True,
+    ):
         assert s < e
+        if r >= 0:
+            assert ranges[0][r] == th and ranges[1][r] <= s and ranges[2][r] >= e
         for t in range(s, e):
             assert (int(th), t) not in got, "segments overlap"
-            got[(int(th), t)] = (int(c), int(d))
-    expected = brute_force(rows, depth_layer)
-    if depth_layer < 0:
-        expected = {k: (c, 0) for k, (c, _) in expected.items()}
-    assert got == expected
-    # In (thread, start) order.
-    keys = list(zip(thread.tolist(), start.tolist(), strict=True))
-    assert keys == sorted(keys)
+            got[(int(th), t)] = (int(c), bool(r != OUTSIDE))
+    for lo, hi in zip(segments.bounds, segments.bounds[1:], strict=False):
+        assert list(segments.start[lo:hi]) == sorted(segments.start[lo:hi])
+    return got
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(
+    rows=intervals,
+    depth_layer=st.integers(-1, LAYERS - 1),
+    shuffle=st.integers(0, 7),
+    merge=st.booleans(),
+)
+def test_segments_cover_exactly_the_instants_some_layer_holds(
+    rows: list[tuple[int, int, int, int]], depth_layer: int, shuffle: int, merge: bool
+) -> None:
+    segments = segments_of(rows, depth_layer, shuffle, merge=merge)
+    assert instants(segments, rows, depth_layer) == brute_force(rows, depth_layer)
+    if merge:  # a segment never just continues the previous one
+        same = (
+            (segments.start[1:] == segments.end[:-1])
+            & (segments.cause[1:] == segments.cause[:-1])
+            & (segments.nvtx_range[1:] == segments.nvtx_range[:-1])
+        )
+        assert not np.any(same & (segments.thread()[1:] == segments.thread()[:-1]))
 
 
 @hsettings(max_examples=150, deadline=None)
@@ -99,7 +173,7 @@ def test_time_per_cause_sums_the_instants_of_each_portion(
     wanted: list[tuple[int, int, int]],
     depth_layer: int,
 ) -> None:
-    segments = cause_segments(streams_of(rows, 0), LAYERS, depth_layer)
+    segments = segments_of(rows, depth_layer)
     slots = len(wanted) + 2
     # Slots out of order, and two left without a portion.
     slot = np.array([slots - 1 - i for i in range(len(wanted))], dtype=np.int64)
@@ -120,15 +194,15 @@ def test_time_per_cause_sums_the_instants_of_each_portion(
     for (thread, start, length), at in zip(wanted, slot.tolist(), strict=True):
         for t in range(start, start + length):
             if (thread, t) in state:
-                cause, depth = state[(thread, t)]
+                cause, in_range = state[(thread, t)]
                 expected[present.tolist().index(cause), at] += 1
-                expected[-1, at] += depth_layer >= 0 and depth > 0
+                expected[-1, at] += in_range
     np.testing.assert_array_equal(spent, expected)
 
 
 def test_no_segments_give_no_time() -> None:
     present, spent = time_per_cause(
-        cause_segments(EdgeStreams(), LAYERS, -1),
+        cause_segments(EdgeStreams(1), LAYERS),
         LAYERS,
         [np.zeros(2, np.uint32), np.array([0, 5]), np.array([9, 9]), np.array([0, 1])],
         3,
@@ -193,24 +267,9 @@ def test_a_window_layer_keeps_only_the_segments_inside_it(
     wanted: list[tuple[int, int, int]],
     depth_layer: int,
 ) -> None:
-    streams = streams_of(rows, 0)
-    streams.add_layer(
-        LAYERS,
-        np.array([w[0] for w in wanted], dtype=np.uint32),
-        np.array([w[1] for w in wanted], dtype=np.int64),
-        np.array([w[1] + w[2] for w in wanted], dtype=np.int64),
-    )
-    thread, start, end, cause, depth = cause_segments(streams, LAYERS, depth_layer, LAYERS)
+    got = instants(segments_of(rows, depth_layer, window=wanted), rows, depth_layer)
     inside = {(th, t) for th, s, n in wanted for t in range(s, s + n)}
-    got = {}
-    for th, s, e, c, d in zip(thread, start, end, cause, depth, strict=True):
-        for t in range(s, e):
-            got[(int(th), t)] = (int(c), int(d))
-    expected = {
-        k: (c, d if depth_layer >= 0 else 0)
-        for k, (c, d) in brute_force(rows, depth_layer).items()
-        if k in inside
-    }
+    expected = {k: v for k, v in brute_force(rows, depth_layer).items() if k in inside}
     assert got == expected
 
 
@@ -223,53 +282,87 @@ def _text_segments(draw: st.DrawFn) -> list[tuple[int, int, int, int, bool]]:
         cuts = sorted(set(draw(st.lists(st.integers(0, HORIZON), max_size=12))))
         for a, b in zip(cuts, cuts[1:], strict=False):
             if draw(st.booleans()):
-                # Text -2: in no range (left out); -1: crossing ranges (a text).
+                # Range -2: in no range (left out); -1: crossing ranges (a text).
                 out.append((th, a, b - a, draw(st.integers(-2, 3)), draw(st.booleans())))
     return out
 
 
-@given(_text_segments(), portions)
+@given(_text_segments(), portions, st.sampled_from([CROSSING, 7]))
 @hsettings(max_examples=200, deadline=None)
 def test_time_per_text_sums_the_instants_of_each_portion(
-    segs: list[tuple[int, int, int, int, bool]], ps: list[tuple[int, int, int]]
+    segs: list[tuple[int, int, int, int, bool]], ps: list[tuple[int, int, int]], crossing: int
 ) -> None:
-    seg = [np.array([s[i] for s in segs], dtype=np.int64) for i in range(5)]
-    seg[2] = seg[1] + seg[2]  # lengths to ends
+    # Ranges 0..3 have texts 5, 6, 7, 5: two ranges share a text, and crossing ranges
+    # share one with range 2 when ``crossing`` is 7.
+    codes = np.array([5, 6, 7, 5])
+    counts = np.bincount([s[0] for s in segs], minlength=THREADS)
+    segments = Segments(
+        np.concatenate([[0], np.cumsum(counts)]),
+        np.array([s[1] for s in segs], dtype=np.int64),
+        np.array([s[1] + s[2] for s in segs], dtype=np.int64),
+        np.array([1 if s[4] else 0 for s in segs], dtype=np.int8),
+        np.array([s[3] for s in segs], dtype=np.int32),
+    )
     por = [np.array([p[i] for p in ps], dtype=np.int64) for i in range(3)]
     por[2] = por[1] + por[2]
-    portion, first, covered, counted = host_loops.time_per_text(
-        [seg[0], seg[1], seg[2], seg[3], seg[4].astype(bool)], por
-    )
+
+    def text(row: int) -> int:
+        return int(codes[row]) if row >= 0 else crossing
+
+    portion, named, covered, counted = host_loops.time_per_text(segments, codes, crossing, 1, por)
     got = {
-        (int(p), int(seg[3][f])): (int(c), int(n))
-        for p, f, c, n in zip(portion, first, covered, counted, strict=True)
+        (int(p), text(r)): (int(c), int(n))
+        for p, r, c, n in zip(portion, named, covered, counted, strict=True)
     }
     assert len(got) == len(portion)  # one row per (portion, text)
     want: dict[tuple[int, int], list[int]] = {}
     for p, (th, a, length) in enumerate(ps):
         for t in range(a, a + length):
-            for s_th, s_a, s_len, text, is_counted in segs:
-                if s_th == th and s_a <= t < s_a + s_len and text >= -1:
-                    tally = want.setdefault((p, text), [0, 0])
+            for s_th, s_a, s_len, row, is_counted in segs:
+                if s_th == th and s_a <= t < s_a + s_len and row >= -1:
+                    tally = want.setdefault((p, text(row)), [0, 0])
                     tally[0] += 1
                     tally[1] += int(is_counted)
     assert got == {k: (v[0], v[1]) for k, v in want.items()}
-    for f, p in zip(first, portion, strict=True):  # the named segment is one that met it
-        assert seg[0][f] == por[0][p]
+    for r, p in zip(named, portion, strict=True):  # the range named is one the portion met
+        assert any(s[0] == ps[p][0] and s[3] == r for s in segs)
 
 
-def test_innermost_ranges_takes_the_deepest_holding_range_else_the_latest() -> None:
-    # Thread 0: A [0,100) depth 1 holds B [10,50) depth 2; C [60,120) depth 2 crosses A.
-    ranges = [
-        np.array(v, dtype=np.int64) for v in ([0, 0, 0], [0, 10, 60], [100, 50, 120], [1, 2, 2])
-    ]
-    segments = [
-        np.array(v, dtype=np.int64)
-        for v in ([0, 0, 0, 0], [5, 20, 70, 105], [10, 40, 90, 110], [1, 2, 2, 1])
-    ]
+def innermost_per_segment(
+    ranges: list[list[int]], depth: list[int], window: list[list[int]] | None = None
+) -> dict[tuple[int, int], int]:
+    """``(start, end)`` -> innermost range row of the segments of one thread's ``ranges``."""
+    streams = EdgeStreams(1)
+    range_arrays = [np.array(v, dtype=np.int64) for v in ([0] * len(ranges[0]), *ranges)]
+    streams.add_layer(0, *range_arrays)
+    if window is not None:
+        streams.add_layer(1, np.zeros(len(window[0]), np.int32), *map(np.array, window))
+    segments = cause_segments(
+        streams, 1, 0, np.array(depth), range_arrays[2], 1 if window is not None else -1
+    )
+    ends = zip(segments.start.tolist(), segments.end.tolist(), strict=True)
+    return dict(zip(ends, segments.nvtx_range.tolist(), strict=True))
+
+
+def test_the_innermost_range_is_the_deepest_holding_one_else_the_latest() -> None:
+    # A [0,100) depth 1 holds B [10,50) depth 2; C [60,120) depth 2 crosses A. Only
+    # the time inside the windows is cut.
+    got = innermost_per_segment(
+        [[0, 10, 60], [100, 50, 120]], [1, 2, 2], [[5, 40, 90, 110], [20, 70, 105, 125]]
+    )
     # In A only; in B; in C (depth 2 and holding); after A ended, depth 1: C is the
     # latest opened and still holds it.
-    assert host_loops.innermost_ranges(segments, ranges).tolist() == [0, 1, 2, 2]
-    # A segment running past every range open at its start has none.
-    past = [np.array(v, dtype=np.int64) for v in ([0], [90], [130], [2])]
-    assert host_loops.innermost_ranges(past, ranges).tolist() == [-1]
+    assert got == {
+        (5, 10): 0,
+        (10, 20): 1,
+        (40, 50): 1,
+        (50, 60): 0,
+        (60, 70): 2,
+        (90, 100): 2,
+        (100, 105): 2,
+        (110, 120): 2,
+    }
+    # A [0,50) depth 1, B [10,100) depth 2, C [20,30) depth 3: once A ends, neither
+    # the last range opened at depth 1 (A) nor the latest (C) holds [50, 100).
+    got = innermost_per_segment([[0, 10, 20], [50, 100, 30]], [1, 2, 3])
+    assert got == {(0, 10): 0, (10, 20): 1, (20, 30): 2, (30, 50): 1, (50, 100): CROSSING}

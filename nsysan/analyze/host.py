@@ -55,12 +55,12 @@ is an exact as-of join on the kernels, which ingest keeps in (gpu, start) order,
 neither side is sorted again; only operations tied at one instant are ranked. The
 launch call is a look-up among the CUDA API rows keyed by (source, pid, correlation
 id) packed into one integer, only the keys sorted (an as-of join when the ids are too
-wide to pack). One sweep over the edges of the feeding threads' intervals cuts their
-timelines into segments of one cause; a running total of each cause's time along a
-thread, read at both ends of a host portion, gives the portion's split, with the
-readings taken in time order so the totals are carried along. Those loops are
-compiled (:mod:`nsysan.analyze.host_loops`). Only portions inside NVTX ranges meet
-the named segments one by one, for the text.
+wide to pack). One sweep over the edges of the feeding threads' intervals (written
+from the whole tables into per-thread runs, no filtered copies) cuts their timelines,
+inside the host portions only, into segments of one cause and one innermost NVTX
+range; each host portion then adds up the run of segments it overlaps, found by
+binary search, for its split and, when inside NVTX ranges, its texts. Those loops
+are compiled (:mod:`nsysan.analyze.host_loops`); the segments stay numpy arrays.
 """
 
 from __future__ import annotations
@@ -74,13 +74,13 @@ import numpy as np
 import polars as pl
 
 from nsysan.analyze.host_loops import (
+    CROSSING,
     EdgeStreams,
+    Segments,
     cause_segments,
-    codes_at,
     find_rows,
     first_largest,
     gather_sorted,
-    innermost_ranges,
     time_per_cause,
     time_per_text,
 )
@@ -709,40 +709,144 @@ def _feeding(df: pl.DataFrame, threads: pl.DataFrame) -> pl.LazyFrame:
     )
 
 
-def _layers(
-    trace: Trace, threads: pl.DataFrame, signature: pl.DataFrame
-) -> dict[str, pl.LazyFrame]:
-    """Per host cause, the intervals of the feeding threads (``_th, start_ns, end_ns``)."""
-    cols = [_TH, "start_ns", "end_ns"]
-    api, osrt = pl.collect_all(
-        [
-            _positive(_feeding(trace.cuda_api, threads)).with_columns(
-                _name_in(trace.cuda_api["name"], CUDA_SYNC_APIS).alias("_sync")
-            ),
-            _positive(_feeding(trace.osrt, threads)),
-        ],
-        engine=_ENGINE,
+def _thread_numbers(df: pl.DataFrame, threads: pl.DataFrame) -> pl.Series:
+    """Per row of ``df``, the ``_th`` of its thread (Int32); null off the feeding threads."""
+    th = pl.col(_TH).cast(pl.Int32)
+    if threads.height == 1:
+        # The usual case: one process feeds its GPU from one thread.
+        (row,) = threads.iter_rows(named=True)
+        on_thread = pl.all_horizontal(pl.col(c) == row[c] for c in _THREAD)
+        return df.select(
+            pl.when(on_thread).then(pl.lit(row[_TH], dtype=pl.Int32)).alias(_TH)
+        ).to_series()
+    widths = _bit_widths([threads], _THREAD)
+    if threads.is_empty() or widths is None or sum(widths) > _PACKED_BITS:
+        return (
+            df.select(_THREAD)
+            .join(threads.select(*_THREAD, th), on=list(_THREAD), how="left", maintain_order="left")
+            .get_column(_TH)
+        )
+    # A thread is a packed integer: a hash look-up of one column instead of a join
+    # of millions of rows on three.
+    fits = pl.all_horizontal(
+        pl.col(c).is_between(0, (1 << w) - 1) for c, w in zip(_THREAD, widths, strict=True)
     )
-    is_blocking = _name_in(trace.osrt["name"], BLOCKING_OS_CALLS)
-    api, osrt = api.lazy(), osrt.lazy()
+    keys = _packed(threads, _THREAD, widths)
+    return df.select(
+        pl.when(fits)
+        .then(_packed_key(_THREAD, widths))
+        .replace_strict(keys, threads[_TH].cast(pl.Int32), default=None, return_dtype=pl.Int32)
+        .alias(_TH)
+    ).to_series()
+
+
+_IS_POSITIVE = (
+    pl.col("start_ns").is_not_null()
+    & pl.col("end_ns").is_not_null()
+    & (pl.col("end_ns") > pl.col("start_ns"))
+)
+
+
+def _add_table(streams: EdgeStreams, df: pl.DataFrame, thread: pl.Series, layer: pl.Expr) -> None:
+    """Adds ``df``'s positive intervals on the feeding threads (``thread`` not null) in ``layer``.
+
+    ``layer`` gives each row's layer number (null: in none).
+    """
+    layers = df.select(
+        pl.when(thread.is_not_null() & _IS_POSITIVE).then(layer).fill_null(-1).cast(pl.Int8)
+    ).to_series()
+    streams.add_rows(
+        layers.to_numpy(),
+        thread.fill_null(0).to_numpy(),
+        df["start_ns"].fill_null(0).to_numpy(),
+        df["end_ns"].fill_null(0).to_numpy(),
+    )
+
+
+def _layer_number(cause: str) -> pl.Expr:
+    return pl.lit(HOST_CAUSES.index(cause), dtype=pl.Int8)
+
+
+def _gil_rows(osrt: pl.DataFrame, thread: pl.Series, signature: pl.DataFrame) -> pl.Expr:
+    """Whether each row of ``osrt`` is a wait of a GIL signature call (``thread``: its ``_th``)."""
+    if signature.is_empty():
+        return pl.lit(False)
+    feeding = (
+        osrt.select(*_THREAD, "name", "nesting_level", "start_ns", "end_ns")
+        .with_row_index("_row")
+        .filter(thread.is_not_null() & _IS_POSITIVE)
+    )
     # The last wait of a GIL acquisition is woken early, so every slice-or-shorter
     # wait of the signature call counts, not only the ~5 ms ones.
-    gil = (
-        _gil_marked(osrt.collect(engine=_ENGINE))
-        .lazy()
+    rows = (
+        _gil_marked(feeding)
         .filter(pl.col("_slice"))
-        .join(signature.lazy().select(_GIL_KEYS), on=list(_GIL_KEYS), how="semi")
+        .join(signature.select(_GIL_KEYS), on=list(_GIL_KEYS), how="semi")["_row"]
+    )
+    return pl.int_range(pl.len(), dtype=pl.UInt32).is_in(rows.implode())
+
+
+def _edge_streams(
+    trace: Trace,
+    threads: pl.DataFrame,
+    signature: pl.DataFrame,
+    ranges: pl.DataFrame,
+    portions: pl.DataFrame | None,
+) -> EdgeStreams:
+    """The edges of every host cause's intervals on the feeding threads (and of ``portions``).
+
+    Each interval is in one layer, numbered by its cause's place in
+    :data:`HOST_CAUSES`: a CUDA call is ``cuda_sync`` or ``cuda_api``, an OS call
+    ``gil_wait``, ``blocking_os`` or ``os_call`` (a GIL wait is also a blocking call,
+    but only the first layer open counts, so it need not be in both). ``ranges`` are
+    :func:`_nvtx_ranges`, added in their order; ``portions``, if any, are the layer
+    after the causes.
+    """
+    streams = EdgeStreams(threads.height)
+    api = trace.cuda_api
+    sync = _name_in(api["name"], CUDA_SYNC_APIS)
+    _add_table(
+        streams,
+        api,
+        _thread_numbers(api, threads),
+        pl.when(sync).then(_layer_number("cuda_sync")).when(~sync).then(_layer_number("cuda_api")),
+    )
+    osrt = trace.osrt
+    thread = _thread_numbers(osrt, threads)
+    blocking = _name_in(osrt["name"], BLOCKING_OS_CALLS)
+    _add_table(
+        streams,
+        osrt,
+        thread,
+        pl.when(_gil_rows(osrt, thread, signature))
+        .then(_layer_number("gil_wait"))
+        .when(blocking)
+        .then(_layer_number("blocking_os"))
+        .when(~blocking)
+        .then(_layer_number("os_call")),
     )
     descheduled = descheduled_intervals(trace.sched.join(threads, on=list(_THREAD), how="semi"))
-    return {
-        "cuda_sync": api.filter(pl.col("_sync")).select(cols),
-        "gil_wait": gil.select(cols),
-        "blocking_os": osrt.filter(is_blocking).select(cols),
-        "cuda_api": api.filter(~pl.col("_sync")).select(cols),
-        "os_call": osrt.filter(~is_blocking).select(cols),
-        "descheduled": _positive(_feeding(descheduled, threads)).select(cols),
-        "nvtx": _positive(_feeding(trace.nvtx, threads)).select(cols),
-    }
+    _add_table(
+        streams,
+        descheduled,
+        _thread_numbers(descheduled, threads),
+        _layer_number("descheduled"),
+    )
+    if ranges.height:
+        streams.add_layer(
+            HOST_CAUSES.index("nvtx"),
+            ranges[_TH].to_numpy(),
+            ranges["start_ns"].to_numpy(),
+            ranges["_range_end"].to_numpy(),
+        )
+    if portions is not None:
+        streams.add_layer(
+            len(HOST_CAUSES),
+            portions[_TH].to_numpy(),
+            portions["start_ns"].to_numpy(),
+            portions["end_ns"].to_numpy(),
+        )
+    return streams
 
 
 def _nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
@@ -771,14 +875,22 @@ def _nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
 def _range_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """The permutation sorting ranges by thread, start, then end descending (stable).
 
-    Ranges come in time order, threads interleaved: a stable sort by the small thread
-    number is then the whole sort, unless two ranges open at one instant with the
-    inner one first (then the full three-key sort runs).
+    Ranges come in about time order, threads interleaved: a stable sort by the small
+    thread number, then by start within the threads whose ranges are out of order
+    (a few, nearly sorted: timsort takes them in about one pass), is the whole sort
+    unless two ranges open at one instant with the inner one first (then the full
+    three-key sort runs).
     """
-    if len(start) and np.all(start[:-1] <= start[1:]):
+    if len(start):
         narrow = thread.astype(np.uint16) if thread.max() < 1 << 16 else thread
         order = np.argsort(narrow, kind="stable")
-        t, s, e = thread[order], start[order], end[order]
+        t, s = thread[order], start[order]
+        cuts = [0, *(np.flatnonzero(t[1:] != t[:-1]) + 1), len(t)]
+        for lo, hi in itertools.pairwise(cuts):
+            if np.any(s[lo + 1 : hi] < s[lo : hi - 1]):
+                by_start = np.argsort(s[lo:hi], kind="stable")
+                order[lo:hi], s[lo:hi] = order[lo:hi][by_start], s[lo:hi][by_start]
+        e = end[order]
         if not np.any((t[1:] == t[:-1]) & (s[1:] == s[:-1]) & (e[1:] > e[:-1])):
             return order
     return np.lexsort((-end, start, thread))
@@ -793,7 +905,8 @@ def _nesting_depth(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np
     depth = np.empty(len(thread), dtype=np.int64)
     cuts = [0, *(np.flatnonzero(np.diff(thread)) + 1), len(thread)]
     for lo, hi in itertools.pairwise(cuts):
-        ended = np.sort(end[lo:hi])
+        # Ends come nearly in order (ranges nest): timsort takes them in about one pass.
+        ended = np.sort(end[lo:hi], kind="stable")
         opened = np.arange(1, hi - lo + 1)
         depth[lo:hi] = opened - np.searchsorted(ended, start[lo:hi], side="right")
     return depth
@@ -803,122 +916,53 @@ def _cause_segments(
     trace: Trace,
     threads: pl.DataFrame,
     signature: pl.DataFrame,
+    ranges: pl.DataFrame,
     portions: pl.DataFrame | None = None,
-) -> pl.DataFrame:
+    merge: bool = False,
+) -> Segments:
     """The feeding threads' timelines cut into segments with one host cause each.
 
-    Returns ``_th, start_ns, end_ns, _cause, _depth`` sorted by ``_th, start_ns``:
-    disjoint segments where at least one host cause applies, ``_cause`` the
-    position in :data:`HOST_CAUSES` of the cause chosen by their precedence,
-    ``_depth`` the number of NVTX ranges open. With ``portions`` (``_th, start_ns,
-    end_ns``), only the time inside them: on a busy host the whole timeline has
-    several segments per kernel, most of them where no gap ever looks.
+    ``ranges`` are the feeding threads' :func:`_nvtx_ranges`. Returns disjoint
+    segments where at least one host cause applies, per thread (``_th``) in start
+    order: their cause (its position in :data:`HOST_CAUSES`, chosen by precedence)
+    and innermost NVTX range (a row of ``ranges``, or
+    :data:`~nsysan.analyze.host_loops.CROSSING` / :data:`~nsysan.analyze.host_loops.OUTSIDE`).
+    With ``portions`` (``_th, start_ns, end_ns``), only the time inside them: on a
+    busy host the whole timeline has several segments per kernel, most of them where
+    no gap ever looks. With ``merge``, segments are cut only where the cause or the
+    range changes (time sums are the same, and there are fewer segments to store).
     """
-    streams, nvtx_layer, window_layer = _edge_streams(trace, threads, signature, portions)
-    th, start, end, cause, depth = cause_segments(
-        streams, len(HOST_CAUSES), nvtx_layer, window_layer
+    streams = _edge_streams(trace, threads, signature, ranges, portions)
+    return cause_segments(
+        streams,
+        len(HOST_CAUSES),
+        HOST_CAUSES.index("nvtx") if ranges.height else -1,
+        ranges["_depth"].to_numpy(),
+        ranges["_range_end"].to_numpy(),
+        len(HOST_CAUSES) if portions is not None else -1,
+        merge,
     )
-    return pl.DataFrame(
-        {
-            _TH: pl.Series(th, dtype=threads.schema[_TH]),
-            "start_ns": start,
-            "end_ns": end,
-            "_cause": cause,
-            "_depth": depth,
-        }
-    )
-
-
-def _edge_streams(
-    trace: Trace,
-    threads: pl.DataFrame,
-    signature: pl.DataFrame,
-    portions: pl.DataFrame | None,
-) -> tuple[EdgeStreams, int, int]:
-    """The cause layers' (and the portions') edges; the NVTX and window layer numbers.
-
-    The layer tables are gone when this returns: only their edges stay for the sweep.
-    """
-    plans = _layers(trace, threads, signature)
-    layers = dict(zip(plans, pl.collect_all(plans.values(), engine=_ENGINE), strict=True))
-    streams = EdgeStreams()
-    nvtx_layer = -1
-    for number, cause in enumerate(HOST_CAUSES):
-        layer = layers.pop(cause)
-        if not layer.is_empty():
-            streams.add_layer(
-                number,
-                layer[_TH].to_numpy(),
-                layer["start_ns"].to_numpy(),
-                layer["end_ns"].to_numpy(),
-            )
-        if cause == "nvtx" and not layer.is_empty():
-            nvtx_layer = number
-    window_layer = -1
-    if portions is not None:
-        window_layer = len(HOST_CAUSES)
-        streams.add_layer(
-            window_layer,
-            portions[_TH].to_numpy(),
-            portions["start_ns"].to_numpy(),
-            portions["end_ns"].to_numpy(),
-        )
-    return streams, nvtx_layer, window_layer
-
-
-def _with_cause(segments: pl.LazyFrame) -> pl.LazyFrame:
-    """``segments`` with the cause named (``cause``, an Enum of :data:`HOST_CAUSES`)."""
-    numbers = list(range(len(HOST_CAUSES)))
-    return segments.with_columns(
-        pl.col("_cause")
-        .replace_strict(numbers, list(HOST_CAUSES), return_dtype=_HOST_CAUSE)
-        .alias("cause")
-    ).drop("_cause")
-
-
-# Innermost-range rows of segments (host_loops.innermost_ranges): no range holds the
-# segment / ranges cross there.
-_OUTSIDE, _CROSSING = -2, -1
-
-
-def _innermost(
-    segments: pl.DataFrame, trace: Trace, threads: pl.DataFrame
-) -> tuple[pl.DataFrame, np.ndarray]:
-    """The feeding threads' NVTX ranges and, per segment, the row of its innermost one.
-
-    The row is :data:`_OUTSIDE` for segments in no range (depth 0) and
-    :data:`_CROSSING` where ranges cross instead of nesting and no single range is
-    innermost (:func:`~nsysan.analyze.host_loops.innermost_ranges`).
-    """
-    ranges = _nvtx_ranges(trace, threads)
-    found = innermost_ranges(
-        [segments[c].to_numpy() for c in (_TH, "start_ns", "end_ns", "_depth")],
-        [ranges[c].to_numpy() for c in (_TH, "start_ns", "_range_end", "_depth")],
-    )
-    return ranges, found
 
 
 def _range_texts(ranges: pl.DataFrame, rows: np.ndarray) -> pl.Series:
-    """``nvtx_text`` of range ``rows`` (:data:`NVTX_CROSSING` for :data:`_CROSSING`)."""
+    """``nvtx_text`` of range ``rows``: :data:`NVTX_CROSSING` for ``CROSSING``, null for ``OUTSIDE``."""
+    if ranges.height and (len(rows) == 0 or rows.min() >= 0):
+        # Every row names a range (the usual case): one gather, no per-row choice.
+        return ranges["text"].gather(rows).alias("nvtx_text")
     dtype = ranges.schema["text"]
-    crossing = pl.lit(NVTX_CROSSING).cast(dtype)
-    if not ranges.height:
-        return pl.select(pl.repeat(crossing, len(rows))).to_series().alias("nvtx_text")
-    at = pl.Series(rows)
-    text = ranges["text"].gather(at.set(at < 0, 0))
-    return pl.select(
-        pl.when(pl.lit(at) >= 0).then(pl.lit(text)).otherwise(crossing).alias("nvtx_text")
-    ).to_series()
-
-
-def _named(segments: pl.DataFrame, trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
-    """The ``segments`` inside NVTX ranges, in order, with ``nvtx_text`` (innermost range)."""
-    ranges, found = _innermost(segments, trace, threads)
-    inside = found != _OUTSIDE
-    named = _with_cause(segments.lazy().filter(pl.Series(inside))).collect(engine=_ENGINE)
-    return named.select(_TH, "start_ns", "end_ns", "cause").with_columns(
-        _range_texts(ranges, found[inside])
+    at = pl.lit(pl.Series(rows))
+    text = (
+        ranges["text"].gather(np.maximum(rows, 0))
+        if ranges.height
+        else pl.repeat(None, len(rows), dtype=dtype, eager=True)
     )
+    return pl.select(
+        pl.when(at >= 0)
+        .then(pl.lit(text))
+        .when(at == CROSSING)
+        .then(pl.lit(NVTX_CROSSING).cast(dtype))
+        .alias("nvtx_text")
+    ).to_series()
 
 
 def host_segments(
@@ -935,35 +979,34 @@ def host_segments(
     """
     if signature is None:
         signature = gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi"))
-    segments = _cause_segments(trace, threads, signature)
-    outside = (
-        _with_cause(segments.lazy().filter(pl.col("_depth") <= 0))
-        .select(
-            _TH,
-            "start_ns",
-            "end_ns",
-            "cause",
-            pl.lit(None, dtype=pl.Categorical()).alias("nvtx_text"),
-        )
-        .collect(engine=_ENGINE)
+    ranges = _nvtx_ranges(trace, threads)
+    segments = _cause_segments(trace, threads, signature, ranges)
+    numbers = list(range(len(HOST_CAUSES)))
+    return pl.DataFrame(
+        [
+            pl.Series(_TH, segments.thread(), dtype=threads.schema[_TH]),
+            pl.Series("start_ns", segments.start),
+            pl.Series("end_ns", segments.end),
+            pl.Series("cause", segments.cause).replace_strict(
+                numbers, list(HOST_CAUSES), return_dtype=_HOST_CAUSE
+            ),
+            _range_texts(ranges, segments.nvtx_range),
+        ]
     )
-    named = _named(segments, trace, threads)
-    return _sorted(pl.concat([named, outside]).lazy(), [_TH, "start_ns"]).collect(engine=_ENGINE)
 
 
-def _time_in(portions: pl.DataFrame, segments: pl.DataFrame, gaps: int) -> dict[str, np.ndarray]:
+def _time_in(portions: pl.DataFrame, segments: Segments, gaps: int) -> dict[str, np.ndarray]:
     """Per gap, its host portion's time in the host causes that occur and in NVTX ranges.
 
     ``<cause>_ns`` for every cause of :data:`HOST_CAUSES` some segment has (the others
     are 0 everywhere), and ``_nvtx_ns``.
 
-    ``segments`` are disjoint per thread and sorted by ``_th, start_ns``. A running
-    total of each cause's time over the segments, read at the portion's end minus
-    read at its start, is the portion's time in that cause; ``_nvtx_ns`` is the time
-    in segments inside at least one NVTX range. Gaps without a portion get 0.
+    A portion's time in a cause is its overlap with the ``segments`` of that cause;
+    ``_nvtx_ns`` its overlap with segments inside at least one NVTX range. Gaps
+    without a portion get 0.
     """
     present, spent = time_per_cause(
-        [segments[c].to_numpy() for c in (_TH, "start_ns", "end_ns", "_cause", "_depth")],
+        segments,
         len(HOST_CAUSES),
         [portions[c].to_numpy() for c in (_TH, "start_ns", "end_ns", "_gap")],
         gaps,
@@ -1097,7 +1140,7 @@ def _transfer_pieces(table: pl.DataFrame, transfers: pl.DataFrame) -> tuple[np.n
 def _transfer_time(
     table: pl.DataFrame,
     portions: pl.DataFrame,
-    segments: pl.DataFrame,
+    segments: Segments,
     transfers: pl.DataFrame,
 ) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
     """Each gap's time with a transfer running on its GPU, by where it falls.
@@ -1227,41 +1270,31 @@ def _largest(columns: Sequence[str], names: Sequence[str]) -> pl.Expr:
     ).replace_strict(list(range(len(names))), list(names), return_dtype=pl.String)
 
 
-def _text_time(
-    portions: pl.DataFrame, segments: pl.DataFrame, trace: Trace, threads: pl.DataFrame
-) -> pl.DataFrame:
+def _text_time(portions: pl.DataFrame, segments: Segments, ranges: pl.DataFrame) -> pl.DataFrame:
     """Per gap and innermost NVTX text: ``covered_ns`` and ``nvtx_ns``.
 
-    ``portions`` (``_gap, _th, start_ns, end_ns``) may overlap one another;
-    ``segments`` are :func:`_cause_segments` (disjoint per thread, sorted by ``_th,
-    start_ns``). ``covered_ns`` is the portion time inside ranges of that text, any
-    cause; ``nvtx_ns`` the part of it attributed to the ``nvtx`` cause.
+    ``portions`` (``_gap, _th, start_ns, end_ns``, one per gap) may overlap one
+    another; ``segments`` are :func:`_cause_segments` with ``ranges``. ``covered_ns``
+    is the portion time inside ranges of that text, any cause; ``nvtx_ns`` the part of
+    it attributed to the ``nvtx`` cause.
     """
-    ranges, found = _innermost(segments, trace, threads)
-    # A text is a range's category code; crossing ranges get one code of their own,
-    # and segments outside every range are left out of the sweep.
-    text = codes_at(found, ranges["text"].to_physical().cast(pl.Int64).to_numpy())
-    cols = (_TH, "start_ns", "end_ns")
-    portion, first, covered, nvtx = time_per_text(
-        [
-            *(segments[c].to_numpy() for c in cols),
-            text,
-            segments["_cause"].to_numpy() == HOST_CAUSES.index("nvtx"),
-        ],
-        [portions[c].to_numpy() for c in cols],
+    # A text is its category code; crossing ranges get the code of their label (that
+    # of any range named like them too), so a portion's texts are distinct.
+    crossing = pl.Series([NVTX_CROSSING]).cast(ranges.schema["text"]).to_physical()[0]
+    portion, named_range, covered, nvtx = time_per_text(
+        segments,
+        ranges["text"].to_physical().to_numpy(),
+        int(crossing),
+        HOST_CAUSES.index("nvtx"),
+        [portions[c].to_numpy() for c in (_TH, "start_ns", "end_ns")],
     )
-    # A gap with several portions (threads) adds them up.
-    return (
-        pl.DataFrame(
-            [
-                portions["_gap"].gather(portion),
-                _range_texts(ranges, found[first]),
-                pl.Series("covered_ns", covered),
-                pl.Series("nvtx_ns", nvtx),
-            ]
-        )
-        .group_by("_gap", "nvtx_text")
-        .agg(pl.col("covered_ns").sum(), pl.col("nvtx_ns").sum())
+    return pl.DataFrame(
+        [
+            portions["_gap"].gather(portion),
+            _range_texts(ranges, named_range),
+            pl.Series("covered_ns", covered),
+            pl.Series("nvtx_ns", nvtx),
+        ]
     )
 
 
@@ -1311,7 +1344,8 @@ def attribute_gaps(
     table = _gap_table(trace, gaps, keys, has_api, settings.launch_slack_ns)
     threads, portions = _host_portions(table)
     signature = gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi"))
-    segments = _cause_segments(trace, threads, signature, portions)
+    ranges = _nvtx_ranges(trace, threads)
+    segments = _cause_segments(trace, threads, signature, ranges, portions, merge=True)
     spent = _time_in(portions, segments, table.height)
     carve = transfers is not None and transfers.height > 0 and keys == ["gpu"]
     if carve:
@@ -1321,7 +1355,8 @@ def attribute_gaps(
             spent[name] = spent.get(name, np.zeros(table.height, dtype=np.int64)) - values
     # Only portions with time inside NVTX ranges need the costlier interval join.
     in_ranges = portions.filter(spent.pop("_nvtx_ns")[portions["_gap"].to_numpy()] > 0)
-    text_time = _text_time(in_ranges, segments, trace, threads)
+    text_time = _text_time(in_ranges, segments, ranges)
+    del segments, ranges
     table, constant = _split(table, spent, text_time, has_api, no_host_data, carve)
 
     feed = [

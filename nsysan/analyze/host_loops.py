@@ -2,36 +2,42 @@
 
 Host attribution (:mod:`nsysan.analyze.host`) cuts each feeding thread's timeline into
 segments with one cause (a sweep over the edges of every interval of the thread) and
-reads, for each host portion of a gap, the time each cause holds inside it (running
-totals read at both ends). On exports with millions of kernels both touch millions of
-rows several times when written as table operations (a sort of all edges, running
-sums, filters, look-ups), and were most of the time of all analyses together. As
+adds up, for each host portion of a gap, the time each cause holds inside it (the
+run of segments the portion overlaps). On exports with millions of kernels both touch
+millions of rows several times when written as table operations (a sort of all
+edges, running sums, filters, look-ups), and were most of the time of all analyses
+together. As
 loops compiled by numba they are one pass each, with no intermediate tables
 (``benchmarks/analysis_bench.py`` gives the figures).
 
 The same goes for naming each gap's largest cause (a first-maximum over a dozen
 columns, which as a table expression is a dozen passes).
 
-The functions here take and return plain numpy arrays; the meaning (which layer is
-which cause, what a portion is) stays in host.py.
+The sweep also names each segment's innermost NVTX range as it goes (the ranges'
+starts are one of its streams), so no second pass over the segments is needed.
+
+The functions here take and return plain numpy arrays (:class:`Segments` is a few of
+them); the meaning (which layer is which cause, what a portion is) stays in host.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numba import njit
 
 __all__ = [
+    "CROSSING",
+    "OUTSIDE",
     "EdgeStreams",
-    "codes_at",
+    "Segments",
     "cause_segments",
     "find_rows",
     "first_largest",
     "gather_sorted",
-    "innermost_ranges",
     "time_per_cause",
     "time_per_text",
 ]
@@ -48,256 +54,351 @@ def _compiled(function: Callable[..., Any]) -> Any:
 
 
 class EdgeStreams:
-    """Interval edges as streams sorted by (thread, time), each adding ``step`` to a layer.
+    """The start and end times of every layer's intervals, per thread, each run sorted.
 
-    Every interval of a layer gives a start edge (+1) to one stream and an end edge
-    (-1) to another, so a layer's open count is known at any instant from the two.
+    Tables are added whole, with each row's layer (negative: not an interval of any
+    layer) and thread (``0 .. threads - 1``); they stay as given until
+    :meth:`take_arrays`, which writes every layer's starts and ends, thread by thread,
+    into one array: no filtered copy of a table is ever made. Every interval gives a
+    start edge (+1) to its layer's start stream and an end edge (-1) to its end stream,
+    so a layer's open count is known at any instant from the two.
     """
 
-    def __init__(self) -> None:
-        self._threads: list[np.ndarray] = []
-        self._times: list[np.ndarray] = []
-        self.layers: list[int] = []
-        self.steps: list[int] = []
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        self._tables: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def add_rows(
+        self, layer: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray
+    ) -> None:
+        """Intervals ``[start, end)`` (``end > start``), row by row in ``layer`` of ``thread``.
+
+        Rows of one layer and thread that come in start order keep that order in
+        the start stream (rows are never reordered unless their times are not sorted).
+        """
+        self._tables.append(
+            (
+                np.ascontiguousarray(layer, dtype=np.int8),
+                np.ascontiguousarray(thread, dtype=np.int32),
+                np.ascontiguousarray(start, dtype=np.int64),
+                np.ascontiguousarray(end, dtype=np.int64),
+            )
+        )
 
     def add_layer(self, layer: int, thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
-        """Intervals ``[start, end)`` of ``layer`` (thread ids are small non-negative ints)."""
-        for times, step in ((start, 1), (end, -1)):
-            order = _thread_time_order(thread, times)
-            self._threads.append(thread if order is None else thread[order])
-            self._times.append(times if order is None else times[order])
-            self.layers.append(layer)
-            self.steps.append(step)
+        """Intervals ``[start, end)`` (``end > start``) all in ``layer``."""
+        self.add_rows(np.full(len(start), layer, dtype=np.int8), thread, start, end)
 
-    def take_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """All streams end to end: threads, times, and where each stream starts (plus the end).
+    def take_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The non-empty streams: their times end to end, where each thread's run starts, layers, steps.
 
-        The streams are handed over (the object is empty afterwards), so their
-        separate copies are freed before the sweep allocates its output.
+        Returns ``times``; ``bounds`` (streams x threads + 1: the run of stream ``s``
+        and thread ``t`` is ``times[bounds[s, t]:bounds[s, t + 1]]``, sorted);
+        ``layers`` and ``steps`` (+1 or -1) per stream. Streams are in (layer, start
+        before end) order. The tables are handed over (the object is empty afterwards).
         """
-        offsets = np.zeros(len(self._times) + 1, dtype=np.int64)
-        np.cumsum([len(t) for t in self._times], out=offsets[1:])
-        if not self._times:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), offsets
-        # Thread numbers keep their (narrow) type: these are tens of millions of edges.
-        threads = np.concatenate(self._threads)
-        self._threads = []
-        times = np.concatenate(self._times).astype(np.int64, copy=False)
-        self._times, self.layers, self.steps = [], [], []
-        return threads, times, offsets
-
-
-def _thread_time_order(thread: np.ndarray, times: np.ndarray) -> np.ndarray | None:
-    """The permutation that orders the edges by (thread, time); None when they already are."""
-    if _sorted_by_thread_time(thread, times):
-        return None
-    if np.all(times[:-1] <= times[1:]):
-        # Already in time order (ingest order, several threads interleaved): a stable
-        # sort by the small thread number keeps it within each thread.
-        narrow = thread.astype(np.uint16) if thread.max(initial=0) < 1 << 16 else thread
-        return np.argsort(narrow, kind="stable")
-    return np.lexsort((times, thread))
+        tables, self._tables = self._tables, []
+        slots = 1 + max((int(t[0].max(initial=-1)) for t in tables), default=-1)
+        counts = np.zeros((2 * slots, self.threads), dtype=np.int64)
+        for layer, thread, _, _ in tables:
+            _count_rows(layer, thread, counts)
+        runs = np.zeros(counts.size + 1, dtype=np.int64)
+        np.cumsum(counts.ravel(), out=runs[1:])
+        times = np.empty(runs[-1], dtype=np.int64)
+        free = runs[:-1].reshape(counts.shape).copy()
+        for layer, thread, start, end in tables:
+            _scatter_rows(layer, thread, start, end, free, times)
+        del tables
+        bounds = np.empty((2 * slots, self.threads + 1), dtype=np.int64)
+        bounds[:, :-1] = runs[:-1].reshape(counts.shape)
+        bounds[:, -1] = runs[1:].reshape(counts.shape)[:, -1] if self.threads else 0
+        _sort_runs(times, bounds)
+        kept = np.flatnonzero(bounds[:, -1] > bounds[:, 0])
+        layers = kept // 2
+        steps = np.where(kept % 2 == 0, 1, -1)
+        return times, np.ascontiguousarray(bounds[kept]), layers, steps
 
 
 @_compiled
-def _sorted_by_thread_time(thread: np.ndarray, times: np.ndarray) -> bool:
-    for i in range(1, len(times)):
-        if thread[i] < thread[i - 1] or (thread[i] == thread[i - 1] and times[i] < times[i - 1]):
-            return False
-    return True
+def _count_rows(layer, thread, counts):  # type: ignore[no-untyped-def]
+    """Adds each row of a layer to the count of its (start stream, thread) and (end stream, thread)."""
+    for i in range(len(layer)):
+        if layer[i] >= 0:
+            counts[2 * layer[i], thread[i]] += 1
+            counts[2 * layer[i] + 1, thread[i]] += 1
+
+
+@_compiled
+def _scatter_rows(layer, thread, start, end, free, times):  # type: ignore[no-untyped-def]
+    """Writes each row's start and end at the next free place of its runs (rows kept in order)."""
+    for i in range(len(layer)):
+        if layer[i] >= 0:
+            s = 2 * layer[i]
+            times[free[s, thread[i]]] = start[i]
+            free[s, thread[i]] += 1
+            times[free[s + 1, thread[i]]] = end[i]
+            free[s + 1, thread[i]] += 1
+
+
+def _sort_runs(times: np.ndarray, bounds: np.ndarray) -> None:
+    """Sorts, in place, each run of ``times`` that is not sorted already.
+
+    Edges of one stream and thread at one instant are interchangeable, so only the
+    times matter. Each thread's NVTX ranges come in start order (their start stream
+    must stay in that order), so their runs are never sorted here. Unsorted runs
+    are mostly in order with a few exceptions, which a stable sort (timsort) takes
+    in about one pass.
+    """
+    for lo, hi in _unsorted_runs(times, bounds):
+        times[lo:hi].sort(kind="stable")
+
+
+@_compiled
+def _unsorted_runs(times, bounds):  # type: ignore[no-untyped-def]
+    """The ``(lo, hi)`` of every run of ``times`` that is not sorted."""
+    found = []
+    for s in range(bounds.shape[0]):
+        for t in range(bounds.shape[1] - 1):
+            lo, hi = bounds[s, t], bounds[s, t + 1]
+            for i in range(lo + 1, hi):
+                if times[i] < times[i - 1]:
+                    found.append((lo, hi))
+                    break
+    return found
+
+
+@dataclass(frozen=True)
+class Segments:
+    """Disjoint segments of one cause each, thread by thread, in start order.
+
+    ``bounds``: thread ``t``'s segments are rows ``bounds[t]:bounds[t + 1]``;
+    ``start``, ``end`` (int64); ``cause`` (int8 layer number); ``nvtx_range`` (int32):
+    the row of the innermost NVTX range holding the segment, :data:`CROSSING` where
+    ranges cross there and none is innermost, :data:`OUTSIDE` in no range.
+    """
+
+    bounds: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    cause: np.ndarray
+    nvtx_range: np.ndarray
+
+    def thread(self) -> np.ndarray:
+        """Each segment's thread (int64)."""
+        return np.repeat(np.arange(len(self.bounds) - 1), np.diff(self.bounds))
+
+
+# Segments' ``nvtx_range`` when no single range holds them.
+CROSSING, OUTSIDE = -1, -2
 
 
 def cause_segments(
-    streams: EdgeStreams, layer_count: int, depth_layer: int, window_layer: int = -1
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Disjoint segments of one cause each, in (thread, start) order.
+    streams: EdgeStreams,
+    layer_count: int,
+    nvtx_layer: int = -1,
+    range_depth: np.ndarray | None = None,
+    range_end: np.ndarray | None = None,
+    window_layer: int = -1,
+    merge: bool = False,
+) -> Segments:
+    """Disjoint segments of one cause each, and the innermost NVTX range of each.
 
     Between two consecutive instants with an edge on a thread, the state after the
     last edge at the first instant holds. The segment's cause is the lowest-numbered
     layer open (layer numbers are precedence); time with no layer open is no
-    segment. Returns threads, starts, ends, causes (int8 layer numbers) and the open
-    count of ``depth_layer`` (0 everywhere when it is negative).
+    segment.
+
+    ``nvtx_layer`` (negative: none) holds the NVTX ranges, added in (thread, start)
+    order, ranges opened at one instant outermost first; ``range_depth`` and
+    ``range_end`` are their nesting depth (1 = outermost) and end, in that order. A
+    segment's innermost range is the last range opened at or before its start at its
+    depth (the open count of ``nvtx_layer``); when that one ended before the segment
+    ends (ranges that cross instead of nesting), the most recently opened range if it
+    still holds the segment; else none (:data:`CROSSING`).
 
     With ``window_layer`` (a layer number >= ``layer_count``, never a cause), only time
     inside at least one of that layer's intervals gives segments: the rest of the
     timeline, which no host portion reads, is never stored.
+
+    With ``merge``, a segment that continues the previous one (same cause and
+    innermost range, no time between) extends it instead: the thread is cut only
+    where the cause or the range changes, not at every edge.
     """
-    layers, steps = streams.layers, streams.steps
-    threads, times, offsets = streams.take_arrays()
-    return _sweep(
-        threads,
-        times,
-        offsets,
-        np.asarray(layers, dtype=np.int64),
-        np.asarray(steps, dtype=np.int64),
-        layer_count,
-        depth_layer,
-        window_layer,
+    threads = streams.threads
+    times, bounds, layers, steps = streams.take_arrays()
+    if nvtx_layer < 0 or range_depth is None or range_end is None:
+        range_depth = range_end = np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero((layers == nvtx_layer) & (steps > 0))
+    return Segments(
+        *_sweep(
+            times,
+            bounds,
+            layers,
+            steps,
+            threads,
+            layer_count,
+            nvtx_layer,
+            starts[0] if len(starts) else -1,
+            np.ascontiguousarray(range_depth),
+            np.ascontiguousarray(range_end),
+            window_layer,
+            merge,
+        )
     )
 
 
 @_compiled
-def _sweep(
-    threads, times, offsets, stream_layer, stream_step, layer_count, depth_layer, window_layer
-):  # type: ignore[no-untyped-def]
-    streams = len(offsets) - 1
-    pos = offsets[:-1].copy()
-    stop = offsets[1:]
-    depth = np.zeros(max(layer_count, window_layer + 1, 1), dtype=np.int64)
+def _sweep(  # type: ignore[no-untyped-def]
+    times,
+    bounds,
+    stream_layer,
+    stream_step,
+    threads,
+    layer_count,
+    nvtx_layer,
+    nvtx_starts,
+    range_depth,
+    range_end,
+    window_layer,
+    merge,
+):
+    streams = bounds.shape[0]
+    pos = np.empty(streams, dtype=np.int64)
+    stop = np.empty(streams, dtype=np.int64)
+    depth = np.zeros(max(layer_count, window_layer + 1, nvtx_layer + 1, 1), dtype=np.int64)
+    deepest = max(1, range_depth.max() + 1) if len(range_depth) else 1
+    last_at_depth = np.full(deepest, -1, dtype=np.int64)
     # A segment ends at an edge, so there are fewer segments than edges.
     capacity = len(times)
-    seg_thread = np.empty(capacity, dtype=threads.dtype)
+    seg_bounds = np.zeros(threads + 1, dtype=np.int64)
     seg_start = np.empty(capacity, dtype=np.int64)
     seg_end = np.empty(capacity, dtype=np.int64)
     seg_cause = np.empty(capacity, dtype=np.int8)
-    seg_depth = np.empty(capacity, dtype=np.int32)
+    seg_range = np.empty(capacity, dtype=np.int32)
     count = 0
-    prev_thread, prev_time, prev_cause, prev_depth = -1, 0, -1, 0
-    prev_inside = window_layer < 0
-    while True:
-        # The next instant: the smallest (thread, time) among the stream heads.
-        best = -1
-        now_thread, now_time = 0, 0
+    for thread in range(threads):
+        seg_bounds[thread] = count
         for s in range(streams):
-            i = pos[s]
-            if i < stop[s] and (
-                best < 0
-                or threads[i] < now_thread
-                or (threads[i] == now_thread and times[i] < now_time)
-            ):
-                best, now_thread, now_time = s, threads[i], times[i]
-        if best < 0:
-            break
-        if prev_cause >= 0 and prev_inside and prev_thread == now_thread:
-            seg_thread[count] = prev_thread
-            seg_start[count] = prev_time
-            seg_end[count] = now_time
-            seg_cause[count] = prev_cause
-            seg_depth[count] = prev_depth
-            count += 1
-        for s in range(streams):
-            i = pos[s]
-            while i < stop[s] and threads[i] == now_thread and times[i] == now_time:
-                depth[stream_layer[s]] += stream_step[s]
-                i += 1
-            pos[s] = i
-        prev_cause = -1
-        for layer in range(layer_count):
-            if depth[layer] > 0:
-                prev_cause = layer
+            pos[s] = bounds[s, thread]
+            stop[s] = bounds[s, thread + 1]
+        last_at_depth[:] = -1
+        latest = -1
+        prev_time, prev_cause, prev_depth = 0, -1, 0
+        prev_inside = window_layer < 0
+        while True:
+            # The next instant: the smallest time among the stream heads.
+            best = -1
+            now = 0
+            for s in range(streams):
+                if pos[s] < stop[s] and (best < 0 or times[pos[s]] < now):
+                    best, now = s, times[pos[s]]
+            if best < 0:
                 break
-        prev_thread, prev_time = now_thread, now_time
-        prev_depth = depth[depth_layer] if depth_layer >= 0 else 0
-        prev_inside = window_layer < 0 or depth[window_layer] > 0
+            if prev_cause >= 0 and prev_inside:
+                innermost = OUTSIDE
+                if prev_depth > 0:
+                    candidate = last_at_depth[prev_depth] if prev_depth < deepest else -1
+                    if candidate >= 0 and range_end[candidate] >= now:
+                        innermost = candidate
+                    elif latest >= 0 and range_end[latest] >= now:
+                        innermost = latest
+                    else:
+                        innermost = CROSSING
+                if (
+                    merge
+                    and count > seg_bounds[thread]
+                    and seg_end[count - 1] == prev_time
+                    and seg_cause[count - 1] == prev_cause
+                    and seg_range[count - 1] == innermost
+                ):
+                    seg_end[count - 1] = now
+                else:
+                    seg_start[count] = prev_time
+                    seg_end[count] = now
+                    seg_cause[count] = prev_cause
+                    seg_range[count] = innermost
+                    count += 1
+            for s in range(streams):
+                i = pos[s]
+                while i < stop[s] and times[i] == now:
+                    depth[stream_layer[s]] += stream_step[s]
+                    if s == nvtx_starts:
+                        # The ranges' start stream holds them in range order.
+                        row = i - bounds[s, 0]
+                        if range_depth[row] > 0:
+                            last_at_depth[range_depth[row]] = row
+                        latest = row
+                    i += 1
+                pos[s] = i
+            prev_cause = -1
+            for layer in range(layer_count):
+                if depth[layer] > 0:
+                    prev_cause = layer
+                    break
+            prev_time = now
+            prev_depth = depth[nvtx_layer] if nvtx_layer >= 0 else 0
+            prev_inside = window_layer < 0 or depth[window_layer] > 0
+    seg_bounds[threads] = count
     # Views, not copies: the unused tail was never written, so it holds no memory.
-    return (
-        seg_thread[:count],
-        seg_start[:count],
-        seg_end[:count],
-        seg_cause[:count],
-        seg_depth[:count],
-    )
+    return seg_bounds, seg_start[:count], seg_end[:count], seg_cause[:count], seg_range[:count]
 
 
 def time_per_cause(
-    segments: Sequence[np.ndarray],
+    segments: Segments,
     layer_count: int,
     portions: Sequence[np.ndarray],
     slots: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per slot, the time of its portion in the segments of each cause, and inside depth > 0.
+    """Per slot, the time of its portion in the segments of each cause, and inside NVTX ranges.
 
     ``segments`` is :func:`cause_segments`' output; ``portions`` are threads, starts,
     ends and slots (where each portion's times are written; a slot holds one
-    portion). Returns the causes that occur in ``segments`` (layer numbers) and an
-    int64 array with one row per such cause and a last row for depth > 0, one column
-    per slot (0 for slots with no portion).
+    portion), in any order. Returns the causes that occur in ``segments`` (layer
+    numbers) and an int64 array with one row per such cause and a last row for the
+    time in segments inside at least one NVTX range, one column per slot (0 for
+    slots with no portion).
 
-    A portion's time in a cause is a running total of that cause's time along its
-    thread, read at the portion's end minus read at its start. The readings are
-    taken in time order per thread (starts in one pass, ends in another), so the
-    running totals are carried along instead of stored per segment.
+    Each portion finds the first segment of its thread it meets by binary search and
+    adds up the run of segments it overlaps: the cost follows the segments inside
+    portions, not every segment of the threads.
     """
-    seg_thread, seg_start, seg_end, seg_cause, seg_depth = segments
-    present = np.flatnonzero(np.bincount(seg_cause, minlength=layer_count))
-    # Only causes that occur get a running total: usually two or three of seven.
-    column = np.full(max(layer_count, 1), -1, dtype=np.int64)
-    column[present] = np.arange(len(present))
-    thread, start, end, slot = portions
+    present = np.flatnonzero(np.bincount(segments.cause, minlength=layer_count))
+    # Only causes that occur get a row: usually two or three of seven.
+    row = np.full(max(layer_count, 1), -1, dtype=np.int64)
+    row[present] = np.arange(len(present))
     out = np.zeros((len(present) + 1, slots), dtype=np.int64)
-    if len(seg_start) == 0:
-        return present, out
-    for times, sign in ((start, -1), (end, 1)):
-        order = _thread_time_order(thread, times)
-        _add_readings(
-            seg_thread,
-            seg_start,
-            seg_end,
-            seg_cause,
-            seg_depth,
-            column,
-            len(present),
-            thread,
-            times,
-            np.arange(len(times)) if order is None else order,
-            slot,
-            sign,
-            out,
-        )
+    thread, start, end, slot = (np.ascontiguousarray(a) for a in portions)
+    _add_overlaps(
+        segments.bounds,
+        segments.start,
+        segments.end,
+        segments.cause,
+        segments.nvtx_range,
+        row,
+        thread,
+        start,
+        end,
+        slot,
+        out,
+    )
     return present, out
 
 
 @_compiled
-def _add_readings(  # type: ignore[no-untyped-def]
-    seg_thread,
-    seg_start,
-    seg_end,
-    seg_cause,
-    seg_depth,
-    column,
-    causes,
-    thread,
-    times,
-    order,
-    slot,
-    sign,
-    out,
+def _add_overlaps(  # type: ignore[no-untyped-def]
+    seg_bounds, seg_start, seg_end, seg_cause, seg_range, row, thread, start, end, slot, out
 ):
-    """Adds ``sign`` x the running totals read at ``times`` (visited in ``order``) to ``out``.
-
-    ``order`` visits the readings by (thread, time). A reading at an instant is the
-    time of the thread's segments before the last segment starting at or before the
-    instant, plus that segment's time up to the instant; 0 before the thread's first
-    segment.
-    """
-    parts = causes + 1
-    acc = np.zeros(parts, dtype=np.int64)
-    current = -1
-    at = lo = hi = 0
-    for k in order:
-        t = thread[k]
-        if t != current:
-            # A new thread: its run of segments, totals from 0.
-            current = t
-            lo = np.searchsorted(seg_thread, t, side="left")
-            hi = np.searchsorted(seg_thread, t, side="right")
-            at = lo
-            acc[:] = 0
-        if lo >= hi or times[k] < seg_start[lo]:
-            continue
-        while at + 1 < hi and seg_start[at + 1] <= times[k]:
-            length = seg_end[at] - seg_start[at]
-            acc[column[seg_cause[at]]] += length
-            if seg_depth[at] > 0:
-                acc[causes] += length
-            at += 1
-        into = min(times[k], seg_end[at]) - seg_start[at]
-        held = column[seg_cause[at]]
-        for p in range(parts):
-            value = acc[p]
-            if p == held or (p == causes and seg_depth[at] > 0):
-                value += into
-            out[p, slot[k]] += sign * value
+    """Adds each portion's overlap with every segment to its cause's row (and the range row)."""
+    in_range = out.shape[0] - 1
+    for p in range(len(thread)):
+        i, hi = _first_meeting(seg_bounds, seg_end, thread[p], start[p])
+        while i < hi and seg_start[i] < end[p]:
+            overlap = min(seg_end[i], end[p]) - max(seg_start[i], start[p])
+            if overlap > 0:
+                out[row[seg_cause[i]], slot[p]] += overlap
+                if seg_range[i] != OUTSIDE:
+                    out[in_range, slot[p]] += overlap
+            i += 1
 
 
 @_compiled
@@ -398,41 +499,56 @@ def find_rows(table, rows, queries):  # type: ignore[no-untyped-def]
 
 
 def time_per_text(
-    segments: Sequence[np.ndarray], portions: Sequence[np.ndarray]
+    segments: Segments,
+    range_codes: np.ndarray,
+    crossing_code: int,
+    counted_cause: int,
+    portions: Sequence[np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per portion and text, the time of the segments with that text inside the portion.
 
-    ``segments``: thread, start, end, text (an integer code; segments with a code
-    below -1 have no text and are left out), counted (whether the time also counts
-    as ``counted_ns``); disjoint per thread and sorted by thread then start, so their
-    ends rise too. ``portions``: thread, start, end, in any order and
-    possibly overlapping one another. Returns, one row per (portion, text) met:
-    the portion's row, the row of the first segment with that text (to name it),
-    ``covered_ns`` and ``counted_ns``. Each portion searches its thread's segments
-    once and walks the run it meets; no table of (portion, segment) pairs is built.
+    A segment's text is ``range_codes`` of its innermost range (``crossing_code``
+    where ranges cross); segments in no range are left out. ``counted_cause``: the
+    cause whose time also counts as ``counted_ns``. ``portions``: thread, start,
+    end, in any order and possibly overlapping one another. Returns, one row per
+    (portion, text) met: the portion's row and the innermost range of the first
+    segment with that text (to name it; int32, ``CROSSING`` for crossing ranges),
+    ``covered_ns`` and ``counted_ns``. Each portion searches its
+    thread's segments once and walks the run it meets; no table of (portion,
+    segment) pairs is built.
     """
-    th, start, end, text = (np.ascontiguousarray(a) for a in segments[:4])
-    counted = np.ascontiguousarray(segments[4], dtype=np.bool_)
+    text = (segments.nvtx_range, np.ascontiguousarray(range_codes), crossing_code)
     p_th, p_start, p_end = (np.ascontiguousarray(a) for a in portions)
-    rows = _texts_met(th, start, end, text, p_th, p_start, p_end)
-    return _text_totals(th, start, end, text, counted, p_th, p_start, p_end, rows)
+    seg = (segments.bounds, segments.start, segments.end)
+    rows = _texts_met(*seg, *text, p_th, p_start, p_end)
+    return _text_totals(*seg, *text, segments.cause, counted_cause, p_th, p_start, p_end, rows)
 
 
 @_compiled
-def _first_meeting(seg_th, seg_end, th, start):  # type: ignore[no-untyped-def]
+def _text_of(range_rows, range_codes, crossing_code, k):  # type: ignore[no-untyped-def]
+    """The text code of ``range_rows[k]`` (a range row or a marker); OUTSIDE for OUTSIDE."""
+    r = range_rows[k]
+    if r >= 0:
+        return range_codes[r]
+    return crossing_code if r == CROSSING else OUTSIDE
+
+
+@_compiled
+def _first_meeting(seg_bounds, seg_end, th, start):  # type: ignore[no-untyped-def]
     """The first segment of thread ``th`` ending after ``start``, and its thread's end row."""
-    lo = np.searchsorted(seg_th, th, side="left")
-    hi = np.searchsorted(seg_th, th, side="right")
+    lo, hi = seg_bounds[th], seg_bounds[th + 1]
     return lo + np.searchsorted(seg_end[lo:hi], start, side="right"), hi
 
 
 @_compiled
-def _texts_met(th, start, end, text, p_th, p_start, p_end):  # type: ignore[no-untyped-def]
+def _texts_met(  # type: ignore[no-untyped-def]
+    seg_bounds, start, end, seg_range, range_codes, crossing_code, p_th, p_start, p_end
+):
     """Distinct texts per portion: its rows in the output."""
     rows = np.zeros(len(p_th), dtype=np.int64)
     seen = np.empty(0, dtype=np.int64)
     for p in range(len(p_th)):
-        i, hi = _first_meeting(th, end, p_th[p], p_start[p])
+        i, hi = _first_meeting(seg_bounds, end, p_th[p], p_start[p])
         first = i
         while i < hi and start[i] < p_end[p]:
             i += 1
@@ -440,108 +556,61 @@ def _texts_met(th, start, end, text, p_th, p_start, p_end):  # type: ignore[no-u
             seen = np.empty(2 * (i - first), dtype=np.int64)
         n = 0
         for k in range(first, i):
-            if text[k] < -1 or min(end[k], p_end[p]) <= max(start[k], p_start[p]):
+            if seg_range[k] == OUTSIDE or min(end[k], p_end[p]) <= max(start[k], p_start[p]):
                 continue
+            text = _text_of(seg_range, range_codes, crossing_code, k)
             known = False
             for m in range(n):
-                if seen[m] == text[k]:
+                if seen[m] == text:
                     known = True
                     break
             if not known:
-                seen[n] = text[k]
+                seen[n] = text
                 n += 1
         rows[p] = n
     return rows
 
 
 @_compiled
-def _text_totals(th, start, end, text, counted, p_th, p_start, p_end, rows):  # type: ignore[no-untyped-def]
+def _text_totals(  # type: ignore[no-untyped-def]
+    seg_bounds,
+    start,
+    end,
+    seg_range,
+    range_codes,
+    crossing_code,
+    seg_cause,
+    counted_cause,
+    p_th,
+    p_start,
+    p_end,
+    rows,
+):
     total = rows.sum()
-    portion = np.empty(total, dtype=np.int64)
-    first_segment = np.empty(total, dtype=np.int64)
+    portion = np.empty(total, dtype=np.int32)
+    named_range = np.empty(total, dtype=np.int32)
     covered = np.zeros(total, dtype=np.int64)
     counted_ns = np.zeros(total, dtype=np.int64)
     out = 0
     for p in range(len(p_th)):
-        i, hi = _first_meeting(th, end, p_th[p], p_start[p])
+        i, hi = _first_meeting(seg_bounds, end, p_th[p], p_start[p])
         n = 0  # texts of this portion so far: rows out .. out + n
         while i < hi and start[i] < p_end[p]:
             o = min(end[i], p_end[p]) - max(start[i], p_start[p])
-            if o > 0 and text[i] >= -1:
+            if o > 0 and seg_range[i] != OUTSIDE:
+                text = _text_of(seg_range, range_codes, crossing_code, i)
                 at = -1
                 for m in range(n):
-                    if text[first_segment[out + m]] == text[i]:
+                    if _text_of(named_range, range_codes, crossing_code, out + m) == text:
                         at = out + m
                         break
                 if at < 0:
                     at = out + n
                     n += 1
-                    portion[at], first_segment[at] = p, i
+                    portion[at], named_range[at] = p, seg_range[i]
                 covered[at] += o
-                if counted[i]:
+                if seg_cause[i] == counted_cause:
                     counted_ns[at] += o
             i += 1
         out += n
-    return portion, first_segment, covered, counted_ns
-
-
-def innermost_ranges(segments: Sequence[np.ndarray], ranges: Sequence[np.ndarray]) -> np.ndarray:
-    """Per segment, the row of the innermost NVTX range holding it; -1 where ranges cross.
-
-    Segments outside every range (depth 0) get -2. ``segments`` (thread, start, end,
-    depth: the NVTX ranges open) and ``ranges`` (thread, start, end,
-    depth) are sorted by thread then start (ranges opened at one instant outermost
-    first). The candidate is the last range opened at or before the segment's start
-    at the segment's depth; when it ended before the segment ends (ranges that cross
-    instead of nesting), the most recently opened range if it still holds the
-    segment; else none.
-    """
-    # Arrays keep their integer types (no copies of tens of millions of rows).
-    s_th, s_start, s_end, s_depth = (np.ascontiguousarray(a) for a in segments)
-    r_th, r_start, r_end, r_depth = (np.ascontiguousarray(a) for a in ranges)
-    return _innermost_ranges(s_th, s_start, s_end, s_depth, r_th, r_start, r_end, r_depth)
-
-
-@_compiled
-def _innermost_ranges(s_th, s_start, s_end, s_depth, r_th, r_start, r_end, r_depth):  # type: ignore[no-untyped-def]
-    found = np.full(len(s_th), -1, dtype=np.int64)
-    deepest = max(1, r_depth.max() + 1) if len(r_depth) else 1
-    last_at_depth = np.full(deepest, -1, dtype=np.int64)
-    latest = -1
-    thread = -1
-    j = 0
-    for i in range(len(s_th)):
-        if s_th[i] != thread:
-            thread = s_th[i]
-            last_at_depth[:] = -1
-            latest = -1
-            while j < len(r_th) and r_th[j] < thread:
-                j += 1
-        while j < len(r_th) and r_th[j] == thread and r_start[j] <= s_start[i]:
-            if r_depth[j] > 0:
-                last_at_depth[r_depth[j]] = j
-            latest = j
-            j += 1
-        d = s_depth[i]
-        if d <= 0:
-            found[i] = -2
-            continue
-        candidate = last_at_depth[d] if d < deepest else -1
-        if candidate >= 0 and r_end[candidate] >= s_end[i]:
-            found[i] = candidate
-        elif latest >= 0 and r_end[latest] >= s_end[i]:
-            found[i] = latest
-    return found
-
-
-@_compiled
-def codes_at(rows, codes):  # type: ignore[no-untyped-def]
-    """``codes[rows]`` where ``rows >= 0``, else ``rows`` itself (negative markers kept).
-
-    One output array, where the numpy expression makes three temporaries of the
-    length of ``rows`` (tens of millions of segments).
-    """
-    out = np.empty(len(rows), dtype=np.int64)
-    for i in range(len(rows)):
-        out[i] = codes[rows[i]] if rows[i] >= 0 else rows[i]
-    return out
+    return portion, named_range, covered, counted_ns
