@@ -18,38 +18,34 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 import nsysan
-import nsysan.analyze.host as host_module
 from nsysan import model
+from nsysan.analyze import host_launch
 from nsysan.analyze.busy import measure_busy
 from nsysan.analyze.gaps import measure_gaps
-from nsysan.analyze.host import (
-    _GIL_KEYS,
-    _HOST_TABLES,
-    _KIND_ORDER,
-    _TH,
-    _THREAD,
+from nsysan.analyze.host import HostResult, _long_shares, _nvtx_table, _per_gpu, attribute_gaps
+from nsysan.analyze.host_causes import (
     BLOCKING_OS_CALLS,
     CAUSE_LABELS,
     CAUSES,
     CUDA_SYNC_APIS,
+    HOST_CAUSES,
+    HOST_TABLES,
+    NVTX_CROSSING,
+    NVTX_NO_TEXT,
+    unavailable_causes,
+)
+from nsysan.analyze.host_gil import (
+    GIL_KEYS,
     GIL_LONG_WAIT_NS,
     GIL_MIN_SHARE,
     GIL_MIN_WAITS,
     GIL_SWITCH_INTERVAL_NS,
     GIL_TOLERANCE_NS,
     GIL_WAIT_CALLS,
-    HOST_CAUSES,
-    NVTX_CROSSING,
-    NVTX_NO_TEXT,
-    HostResult,
-    _long_shares,
-    _nvtx_table,
-    _per_gpu,
-    attribute_gaps,
-    descheduled_intervals,
-    host_segments,
-    unavailable_causes,
 )
+from nsysan.analyze.host_launch import KIND_ORDER
+from nsysan.analyze.host_tables import THREAD_KEYS, THREAD_NUMBER
+from nsysan.analyze.host_timeline import descheduled_intervals, host_segments
 from nsysan.settings import BusyMode, Settings
 
 PID = 100
@@ -225,9 +221,9 @@ def test_ids_too_wide_to_pack_give_the_same_attribution(
     ids = ["pid", "tid", "next_correlation_id"]
     small = run(trace(PID, TID, 0))
     unpacked = []
-    original = host_module._launch_of_unpacked
+    original = host_launch._launch_of_unpacked
     monkeypatch.setattr(
-        host_module,
+        host_launch,
         "_launch_of_unpacked",
         lambda *a: unpacked.append(1) or original(*a),  # type: ignore[func-returns-value]
     )
@@ -517,9 +513,9 @@ def test_host_segments_cut_the_feeding_thread_at_every_edge() -> None:
         sched=off_cpu(450, 700),
         nvtx=[rng(600, 850, "tokenizer")],
     )
-    thread = trace.cuda_api.select(_THREAD).unique().with_row_index(_TH)
+    thread = trace.cuda_api.select(THREAD_KEYS).unique().with_row_index(THREAD_NUMBER)
     segments = host_segments(trace, thread)
-    assert segments.drop(_TH).rows() == [
+    assert segments.drop(THREAD_NUMBER).rows() == [
         (50, 250, "cuda_sync", None),
         (250, 300, "cuda_sync", None),
         (300, 450, "blocking_os", None),
@@ -998,9 +994,7 @@ def ref_next_operations(gaps: pl.DataFrame, ops: pl.DataFrame, keys: list[str]) 
             pl.col("pid").alias("_op_pid"),
             pl.col("correlation_id").alias("next_correlation_id"),
             pl.col("_kind_rank")
-            .replace_strict(
-                list(range(len(_KIND_ORDER))), list(_KIND_ORDER), return_dtype=pl.String
-            )
+            .replace_strict(list(range(len(KIND_ORDER))), list(KIND_ORDER), return_dtype=pl.String)
             .alias("next_kind"),
         )
     )
@@ -1032,13 +1026,13 @@ def ref_launch_calls(cuda_api: pl.DataFrame, wanted: pl.DataFrame) -> pl.DataFra
 
 def ref_descheduled_intervals(sched: pl.DataFrame) -> pl.DataFrame:
     """Per thread, ``[switch-out, next switch-in)``: ``source, pid, tid, start_ns, end_ns``."""
-    ordered = sched.drop_nulls(["tid", "time_ns", "is_sched_in"]).sort(*_THREAD, "time_ns")
+    ordered = sched.drop_nulls(["tid", "time_ns", "is_sched_in"]).sort(*THREAD_KEYS, "time_ns")
     nxt = ordered.with_columns(
-        pl.col("time_ns").shift(-1).over(_THREAD).alias("_next_t"),
-        pl.col("is_sched_in").shift(-1).over(_THREAD).alias("_next_in"),
+        pl.col("time_ns").shift(-1).over(THREAD_KEYS).alias("_next_t"),
+        pl.col("is_sched_in").shift(-1).over(THREAD_KEYS).alias("_next_in"),
     )
     return nxt.filter(~pl.col("is_sched_in") & pl.col("_next_in").fill_null(False)).select(
-        *_THREAD, pl.col("time_ns").alias("start_ns"), pl.col("_next_t").alias("end_ns")
+        *THREAD_KEYS, pl.col("time_ns").alias("start_ns"), pl.col("_next_t").alias("end_ns")
     )
 
 
@@ -1063,7 +1057,7 @@ def ref_gil_threads(osrt: pl.DataFrame) -> pl.DataFrame:
     duration = pl.col("end_ns") - pl.col("start_ns")
     per_call = (
         ref_gil_marked(osrt)
-        .group_by(_GIL_KEYS)
+        .group_by(GIL_KEYS)
         .agg(
             pl.col("_near").sum().cast(pl.Int64).alias("gil_waits"),
             pl.col("_long").sum().cast(pl.Int64).alias("long_waits"),
@@ -1076,7 +1070,7 @@ def ref_gil_threads(osrt: pl.DataFrame) -> pl.DataFrame:
     return per_call.filter(
         (pl.col("gil_waits") >= GIL_MIN_WAITS)
         & (pl.col("capped_waits") >= GIL_MIN_SHARE * pl.col("long_waits"))
-    ).sort(_GIL_KEYS)
+    ).sort(GIL_KEYS)
 
 
 def ref_positive(df: pl.DataFrame) -> pl.DataFrame:
@@ -1087,21 +1081,21 @@ def ref_layers(trace: model.Trace, threads: pl.DataFrame) -> dict[str, pl.DataFr
     """Per host cause, the intervals of the feeding threads (``_th, start_ns, end_ns``)."""
 
     def own(df: pl.DataFrame) -> pl.DataFrame:
-        return ref_positive(df.join(threads, on=list(_THREAD), how="inner"))
+        return ref_positive(df.join(threads, on=list(THREAD_KEYS), how="inner"))
 
-    cols = [_TH, "start_ns", "end_ns"]
+    cols = [THREAD_NUMBER, "start_ns", "end_ns"]
     api = own(trace.cuda_api).with_columns(
         ref_base_name(pl.col("name")).is_in(list(CUDA_SYNC_APIS)).alias("_sync")
     )
     osrt = own(trace.osrt).with_columns(ref_base_name(pl.col("name")).alias("_name"))
     is_blocking = pl.col("_name").is_in(list(BLOCKING_OS_CALLS))
-    signature = ref_gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi"))
+    signature = ref_gil_threads(trace.osrt.join(threads, on=list(THREAD_KEYS), how="semi"))
     # The last wait of a GIL acquisition is woken early, so every slice-or-shorter
     # wait of the signature call counts, not only the ~5 ms ones.
     gil = (
         ref_gil_marked(osrt)
         .filter(pl.col("_slice"))
-        .join(signature.select(_GIL_KEYS), on=list(_GIL_KEYS), how="semi")
+        .join(signature.select(GIL_KEYS), on=list(GIL_KEYS), how="semi")
     )
     return {
         "cuda_sync": api.filter(pl.col("_sync")).select(cols),
@@ -1110,7 +1104,7 @@ def ref_layers(trace: model.Trace, threads: pl.DataFrame) -> dict[str, pl.DataFr
         "cuda_api": api.filter(~pl.col("_sync")).select(cols),
         "os_call": osrt.filter(~is_blocking).select(cols),
         "descheduled": own(
-            ref_descheduled_intervals(trace.sched.join(threads, on=list(_THREAD), how="semi"))
+            ref_descheduled_intervals(trace.sched.join(threads, on=list(THREAD_KEYS), how="semi"))
         ).select(cols),
         "nvtx": own(trace.nvtx).select(cols),
     }
@@ -1119,16 +1113,16 @@ def ref_layers(trace: model.Trace, threads: pl.DataFrame) -> dict[str, pl.DataFr
 def ref_nvtx_ranges(trace: model.Trace, threads: pl.DataFrame) -> pl.DataFrame:
     """Feeding-thread NVTX ranges with their nesting depth (1 = outermost)."""
     ranges = (
-        ref_positive(trace.nvtx.join(threads, on=list(_THREAD), how="inner"))
-        .select(_TH, "start_ns", "end_ns", pl.col("text").fill_null(NVTX_NO_TEXT))
-        .sort([_TH, "start_ns", "end_ns"], descending=[False, False, True])
-        .with_columns(pl.int_range(pl.len()).over(_TH).alias("_pos"))
+        ref_positive(trace.nvtx.join(threads, on=list(THREAD_KEYS), how="inner"))
+        .select(THREAD_NUMBER, "start_ns", "end_ns", pl.col("text").fill_null(NVTX_NO_TEXT))
+        .sort([THREAD_NUMBER, "start_ns", "end_ns"], descending=[False, False, True])
+        .with_columns(pl.int_range(pl.len()).over(THREAD_NUMBER).alias("_pos"))
     )
     ends = (
-        ranges.select(_TH, "end_ns")
-        .sort(_TH, "end_ns")
-        .with_columns(pl.int_range(1, pl.len() + 1).over(_TH).alias("_closed"))
-        .group_by(_TH, "end_ns")
+        ranges.select(THREAD_NUMBER, "end_ns")
+        .sort(THREAD_NUMBER, "end_ns")
+        .with_columns(pl.int_range(1, pl.len() + 1).over(THREAD_NUMBER).alias("_closed"))
+        .group_by(THREAD_NUMBER, "end_ns")
         .agg(pl.col("_closed").max())
         .sort("end_ns")
     )
@@ -1140,12 +1134,12 @@ def ref_nvtx_ranges(trace: model.Trace, threads: pl.DataFrame) -> pl.DataFrame:
             ends,
             left_on="start_ns",
             right_on="end_ns",
-            by=_TH,
+            by=THREAD_NUMBER,
             strategy="backward",
             check_sortedness=False,
         )
         .select(
-            _TH,
+            THREAD_NUMBER,
             "start_ns",
             pl.col("end_ns").alias("_range_end"),
             "text",
@@ -1161,7 +1155,7 @@ def ref_host_segments(trace: model.Trace, threads: pl.DataFrame) -> pl.DataFrame
     events = pl.concat(
         [
             df.select(
-                _TH,
+                THREAD_NUMBER,
                 pl.col(edge).alias("_t"),
                 pl.lit(k, dtype=pl.Int8).alias("_layer"),
                 pl.lit(step, dtype=pl.Int32).alias("_d"),
@@ -1172,7 +1166,7 @@ def ref_host_segments(trace: model.Trace, threads: pl.DataFrame) -> pl.DataFrame
     )
     empty = pl.DataFrame(
         schema={
-            _TH: threads.schema[_TH],
+            THREAD_NUMBER: threads.schema[THREAD_NUMBER],
             "start_ns": pl.Int64,
             "end_ns": pl.Int64,
             "cause": pl.String,
@@ -1183,24 +1177,24 @@ def ref_host_segments(trace: model.Trace, threads: pl.DataFrame) -> pl.DataFrame
         return empty
     depth = [f"_depth{k}" for k in range(len(HOST_CAUSES))]
     swept = (
-        events.sort(_TH, "_t")
+        events.sort(THREAD_NUMBER, "_t")
         .with_columns(
             pl.when(pl.col("_layer") == k)
             .then(pl.col("_d"))
             .otherwise(0)
             .cum_sum()
-            .over(_TH)
+            .over(THREAD_NUMBER)
             .alias(d)
             for k, d in enumerate(depth)
         )
         # The state after every event at an instant holds until the next instant.
-        .group_by(_TH, "_t", maintain_order=True)
+        .group_by(THREAD_NUMBER, "_t", maintain_order=True)
         .agg(pl.col(d).last() for d in depth)
-        .with_columns(pl.col("_t").shift(-1).over(_TH).alias("end_ns"))
+        .with_columns(pl.col("_t").shift(-1).over(THREAD_NUMBER).alias("end_ns"))
         .drop_nulls("end_ns")
         .filter(pl.col("end_ns") > pl.col("_t"))
         .select(
-            _TH,
+            THREAD_NUMBER,
             pl.col("_t").alias("start_ns"),
             "end_ns",
             pl.coalesce(
@@ -1213,14 +1207,23 @@ def ref_host_segments(trace: model.Trace, threads: pl.DataFrame) -> pl.DataFrame
     )
     ranges = ref_nvtx_ranges(trace, threads)
     latest = ranges.select(
-        _TH, "start_ns", pl.col("_range_end").alias("_any_end"), pl.col("text").alias("_any_text")
+        THREAD_NUMBER,
+        "start_ns",
+        pl.col("_range_end").alias("_any_end"),
+        pl.col("text").alias("_any_text"),
     )
     named = (
         swept.sort("start_ns")
         .join_asof(
-            ranges, on="start_ns", by=[_TH, "_depth"], strategy="backward", check_sortedness=False
+            ranges,
+            on="start_ns",
+            by=[THREAD_NUMBER, "_depth"],
+            strategy="backward",
+            check_sortedness=False,
         )
-        .join_asof(latest, on="start_ns", by=_TH, strategy="backward", check_sortedness=False)
+        .join_asof(
+            latest, on="start_ns", by=THREAD_NUMBER, strategy="backward", check_sortedness=False
+        )
         .with_columns(
             pl.when(pl.col("_depth") <= 0)
             .then(None)
@@ -1234,21 +1237,26 @@ def ref_host_segments(trace: model.Trace, threads: pl.DataFrame) -> pl.DataFrame
             .alias("nvtx_text")
         )
     )
-    return named.select(empty.columns).sort(_TH, "start_ns")
+    return named.select(empty.columns).sort(THREAD_NUMBER, "start_ns")
 
 
 def ref_overlaps(portions: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame:
     """Interval join: ``_gap, cause, nvtx_text, overlap_ns`` for each portion x segment overlap."""
-    segs = segments.sort(_TH, "start_ns").with_row_index("_i")
-    starts = segs.select(_TH, pl.col("start_ns").alias("_s"), "_i").sort("_s")
-    first_of_thread = segs.group_by(_TH).agg(pl.col("_i").min().alias("_i_first"))
+    segs = segments.sort(THREAD_NUMBER, "start_ns").with_row_index("_i")
+    starts = segs.select(THREAD_NUMBER, pl.col("start_ns").alias("_s"), "_i").sort("_s")
+    first_of_thread = segs.group_by(THREAD_NUMBER).agg(pl.col("_i").min().alias("_i_first"))
     probe = portions.select(
-        "_gap", _TH, pl.col("start_ns").alias("_a"), pl.col("end_ns").alias("_b")
+        "_gap", THREAD_NUMBER, pl.col("start_ns").alias("_a"), pl.col("end_ns").alias("_b")
     ).with_columns((pl.col("_b") - 1).alias("_b_last"))
     runs = (
         probe.sort("_a")
         .join_asof(
-            starts, left_on="_a", right_on="_s", by=_TH, strategy="backward", check_sortedness=False
+            starts,
+            left_on="_a",
+            right_on="_s",
+            by=THREAD_NUMBER,
+            strategy="backward",
+            check_sortedness=False,
         )
         .rename({"_i": "_i0"})
         .drop("_s")
@@ -1257,12 +1265,12 @@ def ref_overlaps(portions: pl.DataFrame, segments: pl.DataFrame) -> pl.DataFrame
             starts,
             left_on="_b_last",
             right_on="_s",
-            by=_TH,
+            by=THREAD_NUMBER,
             strategy="backward",
             check_sortedness=False,
         )
         .rename({"_i": "_i1"})
-        .join(first_of_thread, on=_TH, how="left")
+        .join(first_of_thread, on=THREAD_NUMBER, how="left")
         .with_columns(pl.coalesce("_i0", "_i_first").alias("_i0"))
         .filter(pl.col("_i1").is_not_null() & (pl.col("_i1") >= pl.col("_i0")))
         .select(
@@ -1333,12 +1341,15 @@ def ref_host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             pl.col("_feed_source").alias("source"), pl.col("_feed_pid").alias("pid"), "tid"
         )
         .unique()
-        .sort(list(_THREAD))
-        .with_row_index(_TH)
+        .sort(list(THREAD_KEYS))
+        .with_row_index(THREAD_NUMBER)
     )
     portions = with_host.join(
-        threads, left_on=["_feed_source", "_feed_pid", "tid"], right_on=list(_THREAD), how="inner"
-    ).select("_gap", _TH, "start_ns", pl.col("_l").alias("end_ns"))
+        threads,
+        left_on=["_feed_source", "_feed_pid", "tid"],
+        right_on=list(THREAD_KEYS),
+        how="inner",
+    ).select("_gap", THREAD_NUMBER, "start_ns", pl.col("_l").alias("end_ns"))
     return threads, portions
 
 
@@ -1431,7 +1442,7 @@ def ref_attribute_gaps(
     caps = trace.capabilities
     missing = unavailable_causes(caps)
     has_api = caps.has("cuda_api")
-    no_host_data = any(not caps.has(t) for t in _HOST_TABLES)
+    no_host_data = any(not caps.has(t) for t in HOST_TABLES)
 
     numbered = gaps.select(*keys, "start_ns", "end_ns").with_row_index("_gap")
     table = ref_classified(
@@ -1477,7 +1488,7 @@ def ref_attribute_gaps(
         per_gpu=per_gpu,
         shares=_long_shares(per_gpu),
         nvtx=nvtx,
-        gil_threads=ref_gil_threads(trace.osrt.join(threads, on=list(_THREAD), how="semi")),
+        gil_threads=ref_gil_threads(trace.osrt.join(threads, on=list(THREAD_KEYS), how="semi")),
         unavailable=tuple(f"{CAUSE_LABELS[c]}: {why}" for c, why in missing.items()),
         unavailable_causes=tuple(missing),
     )

@@ -19,7 +19,8 @@ from nsysan import load_trace
 from nsysan.analysis import analyze
 from nsysan.analyze.busy import measure_busy
 from nsysan.analyze.gaps import measure_gaps
-from nsysan.analyze.host import CAUSES, attribute_gaps
+from nsysan.analyze.host import attribute_gaps
+from nsysan.analyze.host_causes import CAUSES
 from nsysan.analyze.transfers import measure_transfers, transfer_intervals
 from nsysan.settings import Settings
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from nsysan.analysis import Analysis
-from nsysan.analyze.host import HOST_SIDE_CAUSES
+from nsysan.analyze.host_causes import HOST_SIDE_CAUSES
 from nsysan.diagnose.gpu_facts import (
     MEASURED_HOST_CAUSES,
     UNATTRIBUTED_CAUSES,

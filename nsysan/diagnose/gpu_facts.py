@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from nsysan.analysis import Analysis
-from nsysan.analyze.host import CAUSES, HOST_CAUSES
+from nsysan.analyze.host_causes import CAUSES, HOST_CAUSES
 from nsysan.analyze.nccl import nccl_outliers
 
 # Gaps shorter than this are launch-scale: the time between two queued kernels.
@@ -43,7 +43,7 @@ class GpuFacts:
     median_kernel_ns: int | None = None
     median_gap_ns: int | None = None
     small_gap_share: float | None = None  # steady gap time in gaps < SMALL_GAP_NS
-    # share of steady-state gap time per cause (nsysan.analyze.host.CAUSES); empty when
+    # share of steady-state gap time per cause (nsysan.analyze.host_causes.CAUSES); empty when
     # host attribution is unavailable
     causes: dict[str, float] = field(default_factory=dict)
     gr_active_share: float | None = None

@@ -142,7 +142,7 @@ def _steady(f: Facts, n: int) -> tuple[str, str]:
     return f" of {its} window", "时间窗内"
 
 
-# What a missing cause needs, in words (nsysan.analyze.host's cause ids).
+# What a missing cause needs, in words (nsysan.analyze.host_causes' cause ids).
 _MISSING_DATA = (
     (("gil_wait", "blocking_os", "os_call"), "no OS-runtime trace", "没有 OS 运行时追踪"),
     (("descheduled",), "no CPU scheduling data", "没有 CPU 调度数据"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from nsysan.analyze.host import CAUSE_LABELS
+from nsysan.analyze.host_causes import CAUSE_LABELS
 
 CAUSE_LABELS_ZH = {
     "cuda_sync": "CUDA 同步调用",
@@ -299,7 +299,7 @@ def _zh(text: str) -> str:
 
 
 def cause_label(cause: str, lang: str) -> str:
-    """The report's name of a host-side cause id (nsysan.analyze.host.CAUSES)."""
+    """The report's name of a host-side cause id (nsysan.analyze.host_causes.CAUSES)."""
     if lang == "zh":
         return CAUSE_LABELS_ZH.get(cause, cause)
     return CAUSE_LABELS.get(cause, cause)

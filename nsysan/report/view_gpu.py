@@ -15,7 +15,7 @@ from typing import Literal
 import polars as pl
 
 from nsysan.analysis import Analysis
-from nsysan.analyze.host import CAUSES
+from nsysan.analyze.host_causes import CAUSES
 from nsysan.diagnose.facts import Facts
 from nsysan.diagnose.gpu_facts import GpuFacts
 from nsysan.report import fmt

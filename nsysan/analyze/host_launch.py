@@ -1,0 +1,228 @@
+"""Each gap's feeding operation and its launch call (defined in :mod:`nsysan.analyze.host`).
+
+The operation that ends a gap starts exactly at the gap's end on its unit: an exact
+as-of join on the kernels, which ingest keeps in (gpu, start) order, so neither side
+is sorted again; only operations tied at one instant are ranked, and only the gaps no
+kernel ends are searched among the copies and sets. Its launch call is the CUDA API
+row with the same (source, pid, correlation id): a binary search among those keys
+packed into one integer, only the keys sorted (an as-of join when the ids are too
+wide to pack). :func:`feeding_launches` does both for a table of gaps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from nsysan.analyze.host_loops import find_rows, gather_sorted
+from nsysan.analyze.host_tables import ENGINE, PACKED_BITS, bit_widths, packed, run_starts
+from nsysan.intervals import sort_if_needed
+from nsysan.model import Trace
+
+__all__ = ["KIND_ORDER", "feeding_launches"]
+
+# Preference among operations starting at the same instant.
+KIND_ORDER = ("kernel", "memcpy", "memset")
+
+
+def _by_gpu_then(df: pl.DataFrame, col: str) -> pl.DataFrame:
+    """``df`` in (gpu, ``col``) order: ordered by ``col`` within every unit.
+
+    That is all an as-of join ``by`` the unit keys needs (a unit is one GPU or a
+    process-device on one GPU). The ingested kernels and the gaps already are in that
+    order, so they usually cost one check.
+    """
+    return sort_if_needed(df, "gpu", col)
+
+
+def _preferred_per_instant(
+    df: pl.DataFrame, keys: Sequence[str], at: str, prefer: Sequence[str]
+) -> pl.DataFrame:
+    """One row per (``keys``, ``at``): the smallest by ``prefer``, then the first in the table.
+
+    ``df`` is ordered by ``at`` within ``keys`` groups; the order is kept. Only rows
+    sharing their instant with a neighbour are ranked (in real traces a few), so
+    no full-table sort is needed.
+    """
+    keys = list(keys)
+    same = pl.col(at).eq_missing(pl.col(at).shift(1))
+    tied_with_next = pl.col(at).eq_missing(pl.col(at).shift(-1))
+    indexed = df.with_row_index("_row")
+    tied = indexed.filter(same | tied_with_next)
+    if tied.is_empty():
+        return df
+    losers = (
+        tied.lazy()
+        .sort([*keys, at, *prefer, "_row"])
+        .filter(~run_starts([*keys, at]))
+        .select("_row")
+        .collect(engine=ENGINE)
+    )
+    return indexed.filter(~pl.col("_row").is_in(losers["_row"].implode())).drop("_row")
+
+
+_OPERATION_COLUMNS = ["source", "pid", "device_id", "gpu", "correlation_id", "start_ns"]
+
+
+def _starting_operations(
+    trace: Trace, keys: list[str], tables: Sequence[str], ranks: Sequence[int]
+) -> pl.DataFrame:
+    """The preferred operation of ``tables`` per (unit, start): columns ready for the look-up."""
+    parts = [
+        trace.table(table).select(
+            *_OPERATION_COLUMNS, pl.lit(rank, dtype=pl.Int8).alias("_kind_rank")
+        )
+        for table, rank in zip(tables, ranks, strict=True)
+    ]
+    ops = (parts[0] if len(parts) == 1 else pl.concat(parts)).drop_nulls(
+        list(dict.fromkeys(["gpu", *keys, "start_ns"]))
+    )
+    ops = _by_gpu_then(ops, "start_ns")
+    ops = _preferred_per_instant(
+        ops, keys, "start_ns", ["_kind_rank", "source", "pid", "correlation_id"]
+    )
+    return ops.select(
+        *keys,
+        pl.col("start_ns").alias("_op_start"),
+        pl.col("source").alias("_feed_source"),
+        pl.col("pid").alias("_feed_pid"),
+        pl.col("correlation_id").alias("next_correlation_id"),
+        "_kind_rank",
+    )
+
+
+def _operation_at(gaps: pl.DataFrame, ops: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``gaps`` (ordered by end within unit) plus the operation of ``ops`` starting at their end."""
+    return gaps.join_asof(
+        ops,
+        left_on="end_ns",
+        right_on="_op_start",
+        by=keys,
+        strategy="backward",
+        tolerance=0,
+        check_sortedness=False,
+    ).drop("_op_start")
+
+
+def _next_operations(trace: Trace, gaps: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``gaps`` plus the operation starting exactly at each gap's end, if any.
+
+    A kernel is preferred to a memcpy or memset at the same instant, so the kernels
+    (millions of rows, already in start order) are searched first and only the
+    gaps no kernel ends are searched among the copies and sets.
+    """
+    gaps = _by_gpu_then(gaps, "end_ns")
+    found = _operation_at(gaps, _starting_operations(trace, keys, ["kernels"], [0]), keys)
+    if trace.memcpy.is_empty() and trace.memset.is_empty():
+        return found
+    missing = found.filter(pl.col("_kind_rank").is_null())
+    if missing.is_empty():
+        return found
+    copies = _starting_operations(trace, keys, ["memcpy", "memset"], [1, 2])
+    return pl.concat(
+        [
+            found.filter(pl.col("_kind_rank").is_not_null()),
+            _operation_at(missing.select(gaps.columns), copies, keys),
+        ]
+    )
+
+
+# A process and a correlation id packed into one integer: (source, pid, id) in that
+# order of significance. Then finding each gap's launch call is one binary search.
+_CALL_KEYS = ["_feed_source", "_feed_pid", "next_correlation_id"]
+
+
+def _launch_calls(cuda_api: pl.DataFrame) -> pl.DataFrame:
+    """CUDA API rows that can be launch calls, named for the gap table."""
+    return cuda_api.select(
+        pl.col("correlation_id").alias("next_correlation_id"),
+        pl.col("source").alias("_feed_source"),
+        pl.col("pid").alias("_feed_pid"),
+        "tid",
+        pl.col("name").alias("launch_name"),
+        pl.col("start_ns").alias("launch_start_ns"),
+        pl.col("end_ns").alias("launch_end_ns"),
+    ).drop_nulls(["next_correlation_id", "launch_start_ns", "launch_end_ns"])
+
+
+_PREFERRED_CALL = ["launch_start_ns", "launch_end_ns"]
+
+
+def _launch_of(found: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """``found`` plus, per row, the call with its (source, pid, correlation id), row order kept.
+
+    Of calls sharing an id, the earliest-starting (then earliest-ending, then first
+    in the table).
+    """
+    widths = bit_widths([found, calls], _CALL_KEYS)
+    if widths is None or sum(widths) > PACKED_BITS:
+        return _launch_of_unpacked(found, calls)
+    calls = calls.drop_nulls(_CALL_KEYS)
+    keys = packed(calls, _CALL_KEYS, widths).to_numpy()
+    # Only the keys are sorted, not the calls. Ids rise with time in each process,
+    # so the rows come in a few long runs, which a stable sort (timsort) merges fast.
+    order = np.argsort(keys, kind="stable")
+    table, repeated = gather_sorted(keys, order)
+    if repeated:
+        order, table = _preferred_calls(calls, order, table)
+    queries = packed(found, _CALL_KEYS, widths).fill_null(-1).to_numpy()
+    rows = find_rows(table, order, queries)
+    extra = [c for c in calls.columns if c not in _CALL_KEYS]
+    return pl.concat(
+        [found, calls.select(pl.col(extra).gather(_positions(rows)))], how="horizontal"
+    )
+
+
+def _positions(at: np.ndarray) -> pl.Series:
+    """Row positions for a gather; -1 (nothing there) becomes null."""
+    return pl.select(pl.when(pl.lit(at) >= 0).then(pl.lit(at)).cast(pl.UInt32)).to_series()
+
+
+def _preferred_calls(
+    calls: pl.DataFrame, order: np.ndarray, table: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``order`` and its sorted ``table`` of keys with one row per key: the preferred call."""
+    ranked = pl.concat(
+        [
+            pl.DataFrame({"_key": table, "_call": order}),
+            calls.select(_PREFERRED_CALL).gather(order),
+        ],
+        how="horizontal",
+    )
+    # Rows sharing a key are in table order (a stable sort): the last tie-break.
+    kept = _preferred_per_instant(ranked, [], "_key", _PREFERRED_CALL)
+    return kept["_call"].to_numpy(), kept["_key"].to_numpy()
+
+
+def _launch_of_unpacked(found: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """:func:`_launch_of` for keys too wide to pack: an as-of join, then back in order."""
+    ordered = _preferred_per_instant(
+        calls.sort("next_correlation_id", maintain_order=True),
+        ["_feed_source", "_feed_pid"],
+        "next_correlation_id",
+        _PREFERRED_CALL,
+    )
+    return (
+        found.with_row_index("_order")
+        .sort("next_correlation_id", maintain_order=True)
+        .join_asof(
+            ordered,
+            on="next_correlation_id",
+            by=["_feed_source", "_feed_pid"],
+            strategy="backward",
+            tolerance=0,
+            check_sortedness=False,
+        )
+        .sort("_order")
+        .drop("_order")
+    )
+
+
+def feeding_launches(trace: Trace, gaps: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``gaps`` (``_gap``, keys, ``end_ns``) plus next operation and launch call, in gap order."""
+    found = _next_operations(trace, gaps, keys)
+    if not found["_gap"].is_sorted():
+        found = found.sort("_gap")
+    return _launch_of(found, _launch_calls(trace.cuda_api))

@@ -1,0 +1,163 @@
+"""Table plumbing shared by the parts of host attribution (:mod:`nsysan.analyze.host`).
+
+The polars engine their plans run on; a thread's key (``source, pid, tid``) and the
+number (``_th``) each feeding thread gets; integer key columns packed into one Int64
+that sorts like them, so that a look-up by a three-column key is a binary search or
+a hash look-up of one column; runs of equal keys; a table's rows on the feeding
+threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+import polars as pl
+
+__all__ = [
+    "ENGINE",
+    "PACKED_BITS",
+    "THREAD_KEYS",
+    "THREAD_NUMBER",
+    "bit_widths",
+    "feeding_rows",
+    "packed",
+    "packed_key",
+    "run_starts",
+    "thread_numbers",
+    "unpacked",
+]
+
+# Plans here are sorts and as-of joins over millions of rows; the in-memory engine
+# runs them about twice as fast as the streaming one (polars' default).
+ENGINE: Final = "in-memory"
+
+# A thread's key columns, and the column that numbers the feeding threads 0, 1, ...
+THREAD_KEYS = ("source", "pid", "tid")
+THREAD_NUMBER = "_th"
+
+
+def run_starts(cols: Sequence[str]) -> pl.Expr:
+    """True on the first row of each run of equal ``cols`` in a frame sorted by them."""
+    changed = pl.any_horizontal(pl.col(c).ne_missing(pl.col(c).shift(1)) for c in cols)
+    return changed | (pl.int_range(pl.len()) == 0)
+
+
+# Integer key columns packed into one Int64, in their order of significance, when
+# they fit in 62 bits (in every real trace: ids are 32-bit, pids under 2^22).
+PACKED_BITS = 62
+
+
+def bit_widths(frames: Sequence[pl.DataFrame], cols: Sequence[str]) -> list[int] | None:
+    """Bits per column that hold every value of ``cols`` in ``frames``; None if negative."""
+    widths = []
+    for col in cols:
+        values = [f[col] for f in frames if f[col].null_count() < f.height]
+        if not values:
+            widths.append(0)
+            continue
+        if min(v.min() for v in values) < 0:  # type: ignore[operator]
+            return None
+        widths.append(max(int(v.max()) for v in values).bit_length())  # type: ignore[arg-type]
+    return widths
+
+
+def packed_key(cols: Sequence[str], widths: Sequence[int]) -> pl.Expr:
+    """``cols`` packed into one Int64 that sorts like the tuple (null where any is null)."""
+    key = pl.lit(0, dtype=pl.Int64)
+    for col, width in zip(cols, widths, strict=True):
+        key = key * (1 << width) + pl.col(col).cast(pl.Int64)
+    return key
+
+
+def packed(df: pl.DataFrame, cols: Sequence[str], widths: Sequence[int]) -> pl.Series:
+    """``cols`` of ``df`` packed by :func:`packed_key`, as a Series named ``_key``."""
+    return df.select(packed_key(cols, widths).alias("_key")).to_series()
+
+
+def unpacked(
+    keys: pl.Series, cols: Sequence[str], widths: Sequence[int], schema: pl.Schema
+) -> pl.DataFrame:
+    """The columns ``cols`` (dtypes from ``schema``) that :func:`packed` packed into ``keys``."""
+    shifts = np.cumsum([0, *reversed(widths)])[:-1][::-1]
+    return keys.to_frame("_key").select(
+        ((pl.col("_key") // (1 << int(shift))) % (1 << width)).cast(schema[col]).alias(col)
+        for col, width, shift in zip(cols, widths, shifts, strict=True)
+    )
+
+
+def feeding_rows(df: pl.DataFrame, threads: pl.DataFrame) -> pl.LazyFrame:
+    """The rows of ``df`` on the feeding threads, with their ``_th``, in ``df``'s order."""
+    if threads.height == 1:
+        # The usual case: one process feeds its GPU from one thread.
+        (row,) = threads.iter_rows(named=True)
+        return (
+            df.lazy()
+            .filter(pl.all_horizontal(pl.col(c) == row[c] for c in THREAD_KEYS))
+            .with_columns(
+                pl.lit(row[THREAD_NUMBER], dtype=threads.schema[THREAD_NUMBER]).alias(THREAD_NUMBER)
+            )
+        )
+    widths = bit_widths([threads], THREAD_KEYS)
+    if threads.is_empty() or widths is None or sum(widths) > PACKED_BITS:
+        return df.lazy().join(
+            threads.lazy(), on=list(THREAD_KEYS), how="inner", maintain_order="left"
+        )
+    # A thread is a packed integer: a hash look-up of one column instead of a join
+    # of millions of rows on three.
+    fits = pl.all_horizontal(
+        pl.col(c).is_between(0, (1 << w) - 1) for c, w in zip(THREAD_KEYS, widths, strict=True)
+    )
+    keys = packed(threads, THREAD_KEYS, widths)
+    return (
+        df.lazy()
+        .with_columns(pl.when(fits).then(packed_key(THREAD_KEYS, widths)).alias("_thread_key"))
+        .filter(pl.col("_thread_key").is_in(keys.implode()))
+        .with_columns(
+            pl.col("_thread_key")
+            .replace_strict(
+                keys, threads[THREAD_NUMBER], return_dtype=threads.schema[THREAD_NUMBER]
+            )
+            .alias(THREAD_NUMBER)
+        )
+        .drop("_thread_key")
+    )
+
+
+def thread_numbers(df: pl.DataFrame, threads: pl.DataFrame) -> pl.Series:
+    """Per row of ``df``, the ``_th`` of its thread (Int32); null off the feeding threads."""
+    th = pl.col(THREAD_NUMBER).cast(pl.Int32)
+    if threads.height == 1:
+        # The usual case: one process feeds its GPU from one thread.
+        (row,) = threads.iter_rows(named=True)
+        on_thread = pl.all_horizontal(pl.col(c) == row[c] for c in THREAD_KEYS)
+        return df.select(
+            pl.when(on_thread).then(pl.lit(row[THREAD_NUMBER], dtype=pl.Int32)).alias(THREAD_NUMBER)
+        ).to_series()
+    widths = bit_widths([threads], THREAD_KEYS)
+    if threads.is_empty() or widths is None or sum(widths) > PACKED_BITS:
+        return (
+            df.select(THREAD_KEYS)
+            .join(
+                threads.select(*THREAD_KEYS, th),
+                on=list(THREAD_KEYS),
+                how="left",
+                maintain_order="left",
+            )
+            .get_column(THREAD_NUMBER)
+        )
+    # A thread is a packed integer: a hash look-up of one column instead of a join
+    # of millions of rows on three.
+    fits = pl.all_horizontal(
+        pl.col(c).is_between(0, (1 << w) - 1) for c, w in zip(THREAD_KEYS, widths, strict=True)
+    )
+    keys = packed(threads, THREAD_KEYS, widths)
+    return df.select(
+        pl.when(fits)
+        .then(packed_key(THREAD_KEYS, widths))
+        .replace_strict(
+            keys, threads[THREAD_NUMBER].cast(pl.Int32), default=None, return_dtype=pl.Int32
+        )
+        .alias(THREAD_NUMBER)
+    ).to_series()
