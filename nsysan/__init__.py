@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import os
 
-# Polars' allocator (jemalloc) hands freed memory back to the system within about a
-# second; an analysis that frees and allocates tables of millions of rows then pays
-# a page fault per 4 KiB to get it back, which on virtual machines was a third of
-# its time. Keeping freed memory 30 s (decay) makes it reusable at once. It only
-# applies when nsysan is imported before polars (the CLI always is); a value the
-# user set wins. benchmarks/README.md has the figures.
+# Polars' allocator (jemalloc) settings. Freed memory is kept 1 s (decay) before it
+# goes back to the system: reused at once by the next table of an analysis, without a
+# page fault per 4 KiB, yet not held while numpy and numba (which allocate elsewhere)
+# need memory. A 30 s decay was as fast and peaked 1 GB higher at 5M kernels. It only
+# applies when nsysan is imported before polars (the CLI always is); a value the user
+# set wins. benchmarks/README.md has the figures.
 os.environ.setdefault(
-    "_RJEM_MALLOC_CONF", "background_thread:true,dirty_decay_ms:30000,muzzy_decay_ms:30000"
+    "_RJEM_MALLOC_CONF", "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:1000"
 )
 
 from typing import TYPE_CHECKING, Any  # noqa: E402
