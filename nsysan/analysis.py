@@ -133,8 +133,14 @@ def analyze(
     settings: Settings | None = None,
     ncu: pl.DataFrame | None = None,
     ncu_path: Path | None = None,
+    detail_tables: bool = True,
 ) -> Analysis:
-    """Every analysis of ``trace``; ``ncu`` is a :func:`nsysan.ingest.ncu.read_ncu_csv` table."""
+    """Every analysis of ``trace``; ``ncu`` is a :func:`nsysan.ingest.ncu.read_ncu_csv` table.
+
+    ``detail_tables=False`` leaves out the per-event tables that only the full JSON
+    document shows and nothing else reads (the stagger's per-gap table: a row per gap,
+    hundreds of MB on millions of kernels); every other result is the same.
+    """
     settings = settings or Settings()
     unavailable: dict[str, str] = {}
     # CUDA graph executions are GPU work (nsysan.ingest.graphs); NVIDIA's own rules,
@@ -191,7 +197,9 @@ def analyze(
     # and numpy release the GIL, so on several cores they overlap.
     with ThreadPoolExecutor(max_workers=ANALYSIS_THREADS) as pool:
         stagger_job = (
-            pool.submit(measure_stagger, gaps.gaps, windows) if windows.height >= 2 else None
+            pool.submit(measure_stagger, gaps.gaps, windows, per_gap_table=detail_tables)
+            if windows.height >= 2
+            else None
         )
         # Gap time with a memcpy/memset running is its own cause ("GPU busy with a transfer").
         copies = transfer_intervals(trace)

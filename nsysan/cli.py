@@ -219,7 +219,11 @@ def refuse_overwrite_inputs(
 
 
 def run_analysis(
-    traces: tuple[Path, ...], ncu_csv: Path | None, settings: Any, nsys_path: Path | None = None
+    traces: tuple[Path, ...],
+    ncu_csv: Path | None,
+    settings: Any,
+    nsys_path: Path | None = None,
+    detail_tables: bool = False,
 ) -> Any:
     from nsysan.analysis import analyze
     from nsysan.batch.inputs import expand_run, with_source_labels
@@ -235,7 +239,7 @@ def run_analysis(
         trace = load_trace(files, launch_config=ncu is not None, nsys_path=nsys_path)
         trace = with_source_labels(trace, labels)
     with phase(f"analysing {trace.kernels.height:,} kernels on {trace.gpu_count} GPU(s)"):
-        analysis = analyze(trace, settings, ncu=ncu, ncu_path=ncu_csv)
+        analysis = analyze(trace, settings, ncu=ncu, ncu_path=ncu_csv, detail_tables=detail_tables)
     # A CSV of another program joins little of the trace: say so (the report does too).
     from nsysan.report.view import ncu_join_warning
 
@@ -285,7 +289,9 @@ def analyze(
     from nsysan.report.jsonout import dumps
 
     refuse_overwrite_inputs([output], traces, ncu_csv)
-    analysis = run_analysis(traces, ncu_csv, build_settings(**options), nsys_path)
+    analysis = run_analysis(
+        traces, ncu_csv, build_settings(**options), nsys_path, detail_tables=detail == "full"
+    )
     document = analysis_document(analysis, detail)
     if output is not None:
         from nsysan.output import write_atomic

@@ -115,6 +115,29 @@ def test_three_gpus_partial_overlap() -> None:
     assert (r.all_idle_ns, r.any_idle_ns) == (2, 20)
 
 
+@pytest.mark.parametrize("gpus", [2, 3, 8])
+def test_without_the_per_gap_table_every_other_result_is_the_same(gpus: int) -> None:
+    rng = random.Random(gpus)
+    rows = []
+    for gpu in range(gpus):
+        t = 0
+        for _ in range(400):
+            t += rng.randint(1, 50)
+            end = t + rng.randint(1, 30)
+            rows.append((gpu, t, end))
+            t = end
+    gaps, windows = _gaps(*rows), _windows(*[(0, 40_000)] * gpus)
+    full = measure_stagger(gaps, windows)
+    lean = measure_stagger(gaps, windows, per_gap_table=False)
+    assert full.gaps.height == 400 * gpus and lean.gaps.is_empty()
+    assert lean.gaps.schema == full.gaps.schema
+    for field in StaggerResult.__dataclass_fields__:
+        if field == "gaps":
+            continue
+        a, b = getattr(full, field), getattr(lean, field)
+        assert a.equals(b) if isinstance(a, pl.DataFrame) else a == b, field
+
+
 def test_pairs_are_measured_over_the_overlap_of_their_windows() -> None:
     gaps = _gaps((0, 40, 60), (1, 55, 65))
     r = measure_stagger(gaps, _windows((0, 100), (50, 150)))

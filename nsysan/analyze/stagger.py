@@ -129,6 +129,9 @@ _PER_GAP_SCHEMA = {
     "others_any_idle_share": pl.Float64,
     "others_all_idle_share": pl.Float64,
 }
+# What the shares over all gaps are summed from (the rest of the per-gap table is
+# kept only on request, measure_stagger's ``per_gap_table``).
+_SHARE_COLUMNS = ("duration_ns", "others_any_idle_share", "others_all_idle_share")
 _PER_GPU_SCHEMA = {
     GPU: pl.Int32,
     "gap_count": pl.Int64,
@@ -398,15 +401,10 @@ def _two_gpu_sweep(
     )
 
 
-def _co_column(other: int) -> str:
-    return f"_co_{other}"
-
-
 def _per_gap(
     gaps_by_gpu: dict[int, _GpuGaps], co: dict[int, dict[int, np.ndarray]], sweep: _Sweep
 ) -> dict[int, pl.DataFrame]:
-    """Per GPU, its rows of the per-gap table plus ``_co_<other>`` for every other GPU
-    (the other GPU's gap time inside the gap)."""
+    """Per GPU, its rows of the per-gap table."""
     tables = {}
     for gpu, own in gaps_by_gpu.items():
         duration = own.durations
@@ -432,22 +430,17 @@ def _per_gap(
             "others_idle_mean": idle_mean,
             "others_any_idle_share": any_share,
             "others_all_idle_share": all_share,
-            **{_co_column(other): c for other, c in co[gpu].items()},
         }
-        schema = {**_PER_GAP_SCHEMA, **{_co_column(other): pl.Int64 for other in co[gpu]}}
         # One GPU per table: its column is sorted, as aggregations downstream may see.
-        tables[gpu] = pl.DataFrame(columns, schema=schema).with_columns(pl.col(GPU).set_sorted())
+        tables[gpu] = pl.DataFrame(columns, schema=_PER_GAP_SCHEMA).with_columns(
+            pl.col(GPU).set_sorted()
+        )
     return tables
 
 
-def _co_idle(per_gap: dict[int, pl.DataFrame]) -> pl.DataFrame:
+def _co_idle(co: dict[int, dict[int, np.ndarray]]) -> pl.DataFrame:
     """Co-idle time of ordered GPU pairs: ``gpu``, ``other``, ``co_idle_ns``."""
-    rows = [
-        (gpu, other, int(frame.get_column(_co_column(other)).sum()))
-        for gpu, frame in per_gap.items()
-        for other in per_gap
-        if other != gpu
-    ]
+    rows = [(gpu, other, int(co[gpu][other].sum())) for gpu in co for other in co if other != gpu]
     return pl.DataFrame(
         rows, schema={GPU: pl.Int32, "other": pl.Int32, "co_idle_ns": pl.Int64}, orient="row"
     )
@@ -658,12 +651,17 @@ def _all_gpu(
     }
 
 
-def measure_stagger(gaps: pl.DataFrame, windows: pl.DataFrame) -> StaggerResult:
+def measure_stagger(
+    gaps: pl.DataFrame, windows: pl.DataFrame, per_gap_table: bool = True
+) -> StaggerResult:
     """Compare how the GPUs' gaps overlap with what independent gaps would give.
 
     :param gaps: ``gpu``, ``start_ns``, ``end_ns`` (other columns ignored); the gaps of
         one GPU must not overlap each other.
     :param windows: one row per GPU: ``gpu``, ``window_start_ns``, ``window_end_ns``.
+    :param per_gap_table: keep the per-gap table (``StaggerResult.gaps``, a row per
+        gap: only ``analyze --detail full`` shows it); else it is empty, and every
+        other field is the same.
     """
     w = windows.select(
         pl.col(GPU).cast(pl.Int32),
@@ -684,14 +682,18 @@ def measure_stagger(gaps: pl.DataFrame, windows: pl.DataFrame) -> StaggerResult:
     co = _co_idle_by_gap(gaps_by_gpu)
     sweep = _two_gpu_sweep(w, gaps_by_gpu, co) if w.height == 2 else _sweep(w, gaps_by_gpu)
     per_gap_by_gpu = _per_gap(gaps_by_gpu, co, sweep)
-    pairs = _pair_table(w, gaps_by_gpu, _co_idle(per_gap_by_gpu))
+    pairs = _pair_table(w, gaps_by_gpu, _co_idle(co))
+    # The shares over all gaps are summed over these columns, so they come out the
+    # same with or without the rest of the table.
+    kept = _PER_GAP_SCHEMA if per_gap_table else _SHARE_COLUMNS
     per_gap = pl.concat(
         [
-            pl.DataFrame(schema=_PER_GAP_SCHEMA),
-            *[frame.select(*_PER_GAP_SCHEMA) for frame in per_gap_by_gpu.values()],
+            pl.DataFrame(schema={c: _PER_GAP_SCHEMA[c] for c in kept}),
+            *[frame.select(*kept) for frame in per_gap_by_gpu.values()],
         ]
     )
     per_gpu = _per_gpu(w, per_gap_by_gpu)
+    del per_gap_by_gpu
     idle_count, all_gpu = _all_gpu(w, gaps_by_gpu, sweep.observed_ns)
 
     valid = pairs.filter(pl.col("common_ns") > 0)
@@ -732,7 +734,7 @@ def measure_stagger(gaps: pl.DataFrame, windows: pl.DataFrame) -> StaggerResult:
         )
     return StaggerResult(
         pairs=pairs.drop("_expected"),
-        gaps=per_gap,
+        gaps=per_gap if per_gap_table else pl.DataFrame(schema=_PER_GAP_SCHEMA),
         per_gpu=per_gpu,
         idle_count=idle_count,
         gpu_count=w.height,

@@ -100,7 +100,7 @@ def process_trace(task: TraceTask) -> TraceOutcome:
         # The report names the files the user gave, not the temporary copies.
         trace = with_source_labels(trace, [s.rel or s.label for s in task.sources])
         ncu_label = Path(task.ncu.rel or task.ncu.label) if task.ncu else None
-        analysis = analyze(trace, task.settings, ncu=ncu, ncu_path=ncu_label)
+        analysis = analyze(trace, task.settings, ncu=ncu, ncu_path=ncu_label, detail_tables=False)
         lang = task.settings.lang
         html = render_html(build_view(analysis, diagnose(analysis), lang)).encode("utf-8")
         document = analysis_document(analysis)

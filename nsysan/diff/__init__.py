@@ -55,7 +55,7 @@ def load_run(
 
     with expand_run(paths) as (traces, labels):
         trace = with_source_labels(load_trace(traces, nsys_path=nsys_path), labels)
-    document = analysis_document(analyze(trace, settings))
+    document = analysis_document(analyze(trace, settings, detail_tables=False))
     return to_jsonable(document)  # type: ignore[no-any-return]
 
 
