@@ -89,40 +89,8 @@ def unpacked(
 
 def feeding_rows(df: pl.DataFrame, threads: pl.DataFrame) -> pl.LazyFrame:
     """The rows of ``df`` on the feeding threads, with their ``_th``, in ``df``'s order."""
-    if threads.height == 1:
-        # The usual case: one process feeds its GPU from one thread.
-        (row,) = threads.iter_rows(named=True)
-        return (
-            df.lazy()
-            .filter(pl.all_horizontal(pl.col(c) == row[c] for c in THREAD_KEYS))
-            .with_columns(
-                pl.lit(row[THREAD_NUMBER], dtype=threads.schema[THREAD_NUMBER]).alias(THREAD_NUMBER)
-            )
-        )
-    widths = bit_widths([threads], THREAD_KEYS)
-    if threads.is_empty() or widths is None or sum(widths) > PACKED_BITS:
-        return df.lazy().join(
-            threads.lazy(), on=list(THREAD_KEYS), how="inner", maintain_order="left"
-        )
-    # A thread is a packed integer: a hash look-up of one column instead of a join
-    # of millions of rows on three.
-    fits = pl.all_horizontal(
-        pl.col(c).is_between(0, (1 << w) - 1) for c, w in zip(THREAD_KEYS, widths, strict=True)
-    )
-    keys = packed(threads, THREAD_KEYS, widths)
-    return (
-        df.lazy()
-        .with_columns(pl.when(fits).then(packed_key(THREAD_KEYS, widths)).alias("_thread_key"))
-        .filter(pl.col("_thread_key").is_in(keys.implode()))
-        .with_columns(
-            pl.col("_thread_key")
-            .replace_strict(
-                keys, threads[THREAD_NUMBER], return_dtype=threads.schema[THREAD_NUMBER]
-            )
-            .alias(THREAD_NUMBER)
-        )
-        .drop("_thread_key")
-    )
+    number = thread_numbers(df, threads).cast(threads.schema[THREAD_NUMBER])
+    return df.lazy().with_columns(number).filter(pl.col(THREAD_NUMBER).is_not_null())
 
 
 def thread_numbers(df: pl.DataFrame, threads: pl.DataFrame) -> pl.Series:

@@ -89,15 +89,15 @@ def descheduled_intervals(sched: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _positive(df: pl.LazyFrame) -> pl.LazyFrame:
-    return df.drop_nulls(["start_ns", "end_ns"]).filter(pl.col("end_ns") > pl.col("start_ns"))
-
-
 _IS_POSITIVE = (
     pl.col("start_ns").is_not_null()
     & pl.col("end_ns").is_not_null()
     & (pl.col("end_ns") > pl.col("start_ns"))
 )
+
+
+def _positive(df: pl.LazyFrame) -> pl.LazyFrame:
+    return df.filter(_IS_POSITIVE)
 
 
 def _add_table(streams: EdgeStreams, df: pl.DataFrame, thread: pl.Series, layer: pl.Expr) -> None:

@@ -106,28 +106,35 @@ def _read_file(
     hit = cache.lookup(key) if key else None
     if hit is not None:
         db.notes.extend(hit.notes)
-        read = _FileTables(
-            tables={
-                name[len(_TABLE_PREFIX) :]: frame
-                for name, frame in hit.frames.items()
-                if name.startswith(_TABLE_PREFIX)
-            },
-            devices=hit.frames["devices"],
-            metrics_target=hit.frames["metrics_target"],
-        )
+        read = _from_frames(hit.frames)
     else:
         notes_before = len(db.notes)
         read = _read_tables(db, source, host, census)
         if key:
-            frames = {f"{_TABLE_PREFIX}{n}": t for n, t in read.tables.items()}
-            frames.update(devices=read.devices, metrics_target=read.metrics_target)
-            cache.store(key, db.path, frames, db.notes[notes_before:])
+            cache.store(key, db.path, _as_frames(read), db.notes[notes_before:])
     if not launch_config:
         read.tables["kernels"] = read.tables["kernels"].drop(_LAUNCH_DIMS, strict=False)
     return read
 
 
+# A cache entry's frames: the tables under this prefix, then devices and metrics_target.
 _TABLE_PREFIX = "table."
+
+
+def _as_frames(read: _FileTables) -> dict[str, pl.DataFrame]:
+    frames = {f"{_TABLE_PREFIX}{name}": table for name, table in read.tables.items()}
+    return {**frames, "devices": read.devices, "metrics_target": read.metrics_target}
+
+
+def _from_frames(frames: dict[str, pl.DataFrame]) -> _FileTables:
+    tables = {
+        name.removeprefix(_TABLE_PREFIX): frame
+        for name, frame in frames.items()
+        if name.startswith(_TABLE_PREFIX)
+    }
+    return _FileTables(
+        tables=tables, devices=frames["devices"], metrics_target=frames["metrics_target"]
+    )
 
 
 def _read_tables(db: ExportDB, source: int, host: str | None, census: bool) -> _FileTables:

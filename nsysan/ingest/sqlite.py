@@ -198,6 +198,7 @@ class ExportDB:
         """
         if table not in self.tables:
             return None
+        # Built first either way: it refuses a table that lacks a required column.
         checked_sql = self.select_sql(table, wanted)
         df = self._read_unchecked(table, wanted)
         if df is None:
@@ -222,16 +223,9 @@ class ExportDB:
         SQL, which turns such cells into NULLs and notes them.
         """
         sql = validate.raw_select_sql(table, self.columns(table), wanted)
-        if sql is None:
+        df = None if sql is None else self._read_arrow(sql)
+        if df is None:
             return None
-        try:
-            df = _read_adbc(self.path, sql)
-        except _AdbcUnavailable:
-            return None
-        except Exception as exc:  # the driver's own errors vary by version
-            if _is_type_inference_error(exc):
-                return None
-            raise _wrap_db_error(self.path, exc) from None
         df = validate.checked_in_polars(df, self.bounds)
         return None if df is None else validate.decode_binary_columns(df)
 
@@ -273,19 +267,25 @@ class ExportDB:
 
     def read(self, sql: str, schema: model.Schema | None = None) -> pl.DataFrame:
         """Bulk-read a query into polars (ADBC; stdlib sqlite3 as a fallback)."""
-        try:
-            df = _read_adbc(self.path, sql)
-        except _AdbcUnavailable:
+        df = self._read_arrow(sql)
+        if df is None:
             df = _read_stdlib(self.path, sql)
-        except Exception as exc:  # the driver's own errors vary by version
-            if _is_type_inference_error(exc):
-                df = _read_stdlib(self.path, sql)
-            else:
-                raise _wrap_db_error(self.path, exc) from None
         df = validate.decode_binary_columns(df)
         if schema:
             df = df.cast({k: v for k, v in schema.items() if k in df.columns}, strict=False)
         return df
+
+    def _read_arrow(self, sql: str) -> pl.DataFrame | None:
+        """The ADBC read of ``sql``; None when the driver is missing, or typed a column
+        from its first rows and met a cell of another type later."""
+        try:
+            return _read_adbc(self.path, sql)
+        except _AdbcUnavailable:
+            return None
+        except Exception as exc:  # the driver's own errors vary by version
+            if _is_type_inference_error(exc):
+                return None
+            raise _wrap_db_error(self.path, exc) from None
 
     def close(self) -> None:
         self.engine.dispose()

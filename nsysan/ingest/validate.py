@@ -124,6 +124,17 @@ def column_sql(src: str, dst: str, bounds: TimeBounds, *, required: bool = True)
     return f"{value_sql(src, dst, bounds, required=required)} AS {quote_ident(dst)}"
 
 
+def value_range(dst: str, bounds: TimeBounds) -> tuple[int, int] | None:
+    """The closed range of valid values of integer model column ``dst`` (None: any)."""
+    if dst in TIME_COLUMNS:
+        return bounds.lo, bounds.hi
+    if dst == "device_id":
+        return 0, DEVICE_ID_MAX
+    if dst in INT32_COLUMNS:
+        return -(2**31), 2**31 - 1
+    return None
+
+
 def value_sql(src: str, dst: str, bounds: TimeBounds, *, required: bool = True) -> str:
     """:func:`column_sql`'s expression without its alias."""
     q = quote_ident(src)
@@ -131,7 +142,8 @@ def value_sql(src: str, dst: str, bounds: TimeBounds, *, required: bool = True) 
         return text_sql(q)
     if dst in INT32_COLUMNS and dst != "device_id":
         cast = f"CAST({q} AS INTEGER)"
-        return f"CASE WHEN {cast} BETWEEN {-(2**31)} AND {2**31 - 1} THEN {cast} END"
+        lo, hi = value_range(dst, bounds)  # type: ignore[misc]
+        return f"CASE WHEN {cast} BETWEEN {lo} AND {hi} THEN {cast} END"
     if not required and dst not in TIME_COLUMNS | STRING_ID_COLUMNS and dst != "device_id":
         return f"CAST({q} AS INTEGER)"
     return f"CASE WHEN {integer_check(src, dst, bounds)} THEN {q} END"
@@ -141,10 +153,9 @@ def integer_check(src: str, dst: str, bounds: TimeBounds) -> str:
     """The condition under which integer column ``src`` is a valid ``dst``."""
     q = quote_ident(src)
     check = f"typeof({q}) = 'integer'"
-    if dst in TIME_COLUMNS:
-        check += f" AND {q} BETWEEN {bounds.lo} AND {bounds.hi}"
-    elif dst == "device_id":
-        check += f" AND {q} BETWEEN 0 AND {DEVICE_ID_MAX}"
+    valid = value_range(dst, bounds)
+    if valid is not None:
+        check += f" AND {q} BETWEEN {valid[0]} AND {valid[1]}"
     return check
 
 
@@ -184,13 +195,10 @@ def checked_in_polars(df: pl.DataFrame, bounds: TimeBounds) -> pl.DataFrame | No
             continue
         if not dtype.is_integer():
             return None
-        col = pl.col(name)
-        if name in TIME_COLUMNS:
-            checks.append(pl.when(col.is_between(bounds.lo, bounds.hi)).then(col).alias(name))
-        elif name == "device_id":
-            checks.append(pl.when(col.is_between(0, DEVICE_ID_MAX)).then(col).alias(name))
-        elif name in INT32_COLUMNS:
-            checks.append(pl.when(col.is_between(-(2**31), 2**31 - 1)).then(col).alias(name))
+        valid = value_range(name, bounds)
+        if valid is not None:
+            col = pl.col(name)
+            checks.append(pl.when(col.is_between(*valid)).then(col).alias(name))
     return df.with_columns(checks) if checks else df
 
 
@@ -261,12 +269,7 @@ def drop_null_required(df: pl.DataFrame, columns: Mapping[str, str]) -> tuple[pl
 def explain_sql(table: str, src: str, dst: str, bounds: TimeBounds) -> str:
     """SQL that counts the rows of ``table`` whose ``src`` fails its check, by cause."""
     q = quote_ident(src)
-    if dst in TIME_COLUMNS:
-        lo, hi = bounds.lo, bounds.hi
-    elif dst == "device_id":
-        lo, hi = 0, DEVICE_ID_MAX
-    else:
-        lo, hi = -(2**63), 2**63 - 1
+    lo, hi = value_range(dst, bounds) or (-(2**63), 2**63 - 1)
     return (
         f"SELECT CASE WHEN {q} IS NULL THEN 'missing' "
         f"WHEN typeof({q}) != 'integer' THEN 'a ' || typeof({q}) "
