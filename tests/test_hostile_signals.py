@@ -114,19 +114,33 @@ def test_handlers_are_restored_after_an_in_process_run(
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
-@pytest.mark.parametrize("after_s", [0.1, 0.3, 0.6])
+# The console script's entry point, started the way the installed script starts it, after a
+# marker: a signal that arrives while the interpreter itself starts (before any nsysan
+# code runs) cannot be caught by any program, so the test waits until ours runs.
+_LAUNCHER = """
+import sys
+print("READY", flush=True)
+from nsysan._launcher import main
+sys.argv = ["nsysan", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("after_s", [0.05, 0.2, 0.5])
 def test_ctrl_c_while_the_command_loads_exits_130_with_one_line(
     trace: Path, tmp_path: Path, after_s: float
 ) -> None:
     """The console script's own entry point: an interrupt during the imports (polars,
     numba, the analyses) is one line too, not a traceback."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nsysan", "analyze", str(trace), "--json"],
+        [sys.executable, "-c", _LAUNCHER, "analyze", str(trace), "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
     )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "READY"
     time.sleep(after_s)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
