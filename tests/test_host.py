@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import polars.selectors as cs
 import pytest
@@ -1492,3 +1493,34 @@ def ref_attribute_gaps(
         unavailable=tuple(f"{CAUSE_LABELS[c]}: {why}" for c, why in missing.items()),
         unavailable_causes=tuple(missing),
     )
+
+
+def test_thread_groups_hold_about_equal_portions_and_cover_every_thread() -> None:
+    from nsysan.analyze.host_tables import in_group, thread_groups
+
+    threads = pl.DataFrame(
+        {"source": [0] * 6, "pid": [1, 1, 2, 3, 4, 5], "tid": [1, 2, 2, 3, 4, 5]}
+    ).with_row_index(THREAD_NUMBER)
+    # Thread 2 alone holds more than a quarter of the portions.
+    per_thread = [10, 10, 60, 5, 5, 10]
+    portions = pl.DataFrame(
+        {
+            "_gap": range(sum(per_thread)),
+            THREAD_NUMBER: [th for th, n in enumerate(per_thread) for _ in range(n)],
+        },
+        schema={"_gap": pl.UInt32, THREAD_NUMBER: pl.UInt32},
+    )
+    runs = thread_groups(threads, portions)
+    assert [r.tolist() for r in runs] == [[0, 1], [2], [3, 4, 5]]
+    group, (kept,) = in_group(threads, runs[2], [portions])
+    assert group[THREAD_NUMBER].to_list() == [0, 1, 2]
+    assert group["pid"].to_list() == [3, 4, 5]
+    assert kept is not None and kept.schema == portions.schema
+    assert kept[THREAD_NUMBER].to_list() == [0] * 5 + [1] * 5 + [2] * 10
+    assert kept["_gap"].to_list() == list(range(80, 100))
+    # All threads in one run: the frames as given.
+    whole, (same,) = in_group(threads, np.arange(6), [portions])
+    assert whole is threads and same is portions
+    # No feeding thread: one empty run, so attribution still runs once.
+    empty = threads.head(0)
+    assert [r.tolist() for r in thread_groups(empty, portions.head(0))] == [[]]

@@ -12,12 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 from conftest import SHARED_TRACES, run_cli, single_file_traces
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nsysan.ingest.sqlite import open_export, sqlite_uri
+from nsysan.ingest.sqlite import ExportDB, open_export, sqlite_uri
 
 SMALL = SHARED_TRACES / "T033-dlprof" / "trace.sqlite"
 
@@ -212,6 +213,15 @@ _FAST_READ_TABLES = {
 }
 
 
+def _fast_and_checked(
+    db: ExportDB, table: str, wanted: dict[str, str]
+) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    """The fast read and the checked query's, each validated the same way."""
+    checked_sql = db.select_sql(table, wanted)
+    fast = db._read_unchecked(table, wanted)
+    return fast, db._read_slices(checked_sql, table, wanted, None, unchecked=False)
+
+
 @pytest.mark.parametrize("trace", single_file_traces(), ids=lambda p: p.parent.name)
 def test_fast_read_equals_checked_query_on_real_exports(trace: Path) -> None:
     """The unchecked read with its checks in polars gives the checked query's frame."""
@@ -220,9 +230,8 @@ def test_fast_read_equals_checked_query_on_real_exports(trace: Path) -> None:
         for table, wanted in _FAST_READ_TABLES.items():
             if not db.has(table):
                 continue
-            fast = db._read_unchecked(table, wanted)
+            fast, checked = _fast_and_checked(db, table, wanted)
             assert fast is not None, table
-            checked = db.read(db.select_sql(table, wanted))
             assert fast.equals(checked), table
     finally:
         db.close()
@@ -268,6 +277,7 @@ def test_fast_read_nulls_out_of_range_values_like_the_checked_query(tmp_path: Pa
         (2**62, 2**63 - 1, 0, 7, 2, 1 << 24, 1, None, 4),
         (300, 400, 70_000, 7, 3, 1 << 24, 1, 2**40, 2**33),
         (500, 600, 1, 7, 4, 1 << 24, 1, 3, 8),
+        (700, 800, 1, 7, 5, 1 << 24, 1, 2**40, 2**33),
     ]
     conn.executemany(
         "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
@@ -277,12 +287,13 @@ def test_fast_read_nulls_out_of_range_values_like_the_checked_query(tmp_path: Pa
     wanted = _FAST_READ_TABLES["CUPTI_ACTIVITY_KIND_KERNEL"]
     db = open_export(path)
     try:
-        fast = db._read_unchecked("CUPTI_ACTIVITY_KIND_KERNEL", wanted)
-        checked = db.read(db.select_sql("CUPTI_ACTIVITY_KIND_KERNEL", wanted))
+        fast, checked = _fast_and_checked(db, "CUPTI_ACTIVITY_KIND_KERNEL", wanted)
         assert fast is not None
         assert fast.equals(checked)
-        assert fast["start_ns"].null_count() == 1
-        assert fast["device_id"].null_count() == 1
-        assert fast["grid_x"].null_count() == 1
+        # Rows with an out-of-range time or device id are dropped (both are required) ...
+        assert fast["correlation_id"].to_list() == [1, 4, 5]
+        # ... and out-of-range values of the other columns are nulled.
+        assert fast["grid_x"].to_list() == [4, 8, None]
+        assert fast["green_context_id"].to_list() == [None, 3, None]
     finally:
         db.close()

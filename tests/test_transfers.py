@@ -10,9 +10,11 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 from conftest import cori_rank_files, reference_dir
+from polars.testing import assert_frame_equal
 from test_host import api, launch, make_trace, rng
 
 from nsysan import load_trace
@@ -245,3 +247,29 @@ def test_cori_report_shows_transfers_per_gpu_and_names_them() -> None:
     assert analysis.host is not None
     transfer = analysis.host.per_gpu["gpu_transfer_share"].to_list()
     assert all(0.04 < s < 0.07 for s in transfer), transfer
+
+
+@pytest.mark.shared
+def test_cori_attribution_in_thread_groups_equals_one_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Eight feeding processes, attributed a few threads at a time (bounded memory), give
+    every number of the attribution with all threads at once, transfers carved out."""
+    from nsysan.analyze import host as host_module
+    from nsysan.analyze import host_tables
+
+    trace = load_trace(cori_rank_files())
+    grouped = carved(trace)
+    seen: list[int] = []
+
+    def one_group(threads: pl.DataFrame, portions: pl.DataFrame) -> list[Any]:
+        runs = host_tables.thread_groups(threads, portions)
+        seen.append(len(runs))
+        return [np.arange(threads.height)]
+
+    monkeypatch.setattr(host_module, "thread_groups", one_group)
+    whole = carved(trace)
+    assert seen and seen[0] >= 4  # the grouped run really had several groups
+    for field in ("gaps", "per_gpu", "shares", "nvtx", "gil_threads"):
+        assert_frame_equal(getattr(grouped, field), getattr(whole, field), check_exact=True)
+    assert grouped.gaps["gpu_transfer_ns"].sum() > 0

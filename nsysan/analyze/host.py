@@ -106,8 +106,10 @@ from nsysan.analyze.host_tables import (
     THREAD_NUMBER,
     bit_widths,
     feeding_rows,
+    in_group,
     packed,
     run_starts,
+    thread_groups,
     unpacked,
 )
 from nsysan.analyze.host_timeline import (
@@ -380,19 +382,27 @@ def attribute_gaps(
     table = _gap_table(trace, gaps, keys, has_api, settings.launch_slack_ns)
     threads, portions = _host_portions(table)
     signature = gil_threads(trace.osrt.join(threads, on=list(THREAD_KEYS), how="semi"))
-    ranges = nvtx_ranges(trace, threads)
-    segments = timeline_segments(trace, threads, signature, ranges, portions, merge=True)
-    spent = cause_time_per_gap(portions, segments, table.height)
     carve = transfers is not None and transfers.height > 0 and keys == ["gpu"]
+    pieces = None
     if carve:
         assert transfers is not None
-        table, in_transfer = transfer_time(table, portions, segments, transfers)
-        for name, values in in_transfer.items():
-            spent[name] = spent.get(name, np.zeros(table.height, dtype=np.int64)) - values
-    # Only portions with time inside NVTX ranges need the costlier interval join.
-    in_ranges = portions.filter(spent.pop("_nvtx_ns")[portions["_gap"].to_numpy()] > 0)
-    text_time = text_time_per_gap(in_ranges, segments, ranges)
-    del segments, ranges
+        table, pieces = transfer_time(table, portions, transfers)
+    spent: dict[str, np.ndarray] = {}
+    texts = []
+    # A portion, and its pieces under transfers, are on one thread: each gap's times
+    # come from the one group that has its portion.
+    for members in thread_groups(threads, portions):
+        group, (group_portions, group_pieces) = in_group(threads, members, [portions, pieces])
+        assert group_portions is not None
+        group_spent, group_texts = _group_time(
+            trace, group, signature, group_portions, group_pieces
+        )
+        gap = group_portions["_gap"].to_numpy()
+        for name, values in group_spent.items():
+            spent.setdefault(name, np.zeros(table.height, dtype=np.int64))[gap] = values
+        texts.append(group_texts)
+    # In group order, not gap order: what reads it sorts or sums it.
+    text_time = pl.concat(texts, rechunk=False) if len(texts) > 1 else texts[0]
     table, constant = _split(table, spent, text_time, has_api, no_host_data, carve)
 
     feed = [
@@ -435,6 +445,37 @@ def attribute_gaps(
         unavailable=tuple(f"{CAUSE_LABELS[c]}: {why}" for c, why in missing.items()),
         unavailable_causes=tuple(missing),
     )
+
+
+def _group_time(
+    trace: Trace,
+    threads: pl.DataFrame,
+    signature: pl.DataFrame,
+    portions: pl.DataFrame,
+    pieces: pl.DataFrame | None,
+) -> tuple[dict[str, np.ndarray], pl.DataFrame]:
+    """The host causes' time of the ``portions`` on ``threads``, and their NVTX texts' time.
+
+    Per portion, in their order: :func:`cause_time_per_gap` less the time under
+    transfers (``pieces``, of the same gaps), without ``_nvtx_ns``; and
+    :func:`text_time_per_gap`.
+    """
+    ranges = nvtx_ranges(trace, threads)
+    segments = timeline_segments(trace, threads, signature, ranges, portions, merge=True)
+    # Each portion writes to its own slot (its row), not to its gap's: the arrays
+    # follow this group's portions, not every gap of the trace.
+    gaps = portions["_gap"]
+    slots = pl.int_range(pl.len(), dtype=gaps.dtype).alias("_gap")
+    spent = cause_time_per_gap(portions.with_columns(slots), segments, portions.height)
+    if pieces is not None and pieces.height:
+        # Portions are in gap order: a piece's slot is its gap's place among them.
+        slot = np.searchsorted(gaps.to_numpy(), pieces["_gap"].to_numpy())
+        in_slots = pieces.with_columns(pl.Series("_gap", slot).cast(gaps.dtype))
+        for name, values in cause_time_per_gap(in_slots, segments, portions.height).items():
+            spent[name] = spent.get(name, np.zeros(portions.height, dtype=np.int64)) - values
+    # Only portions with time inside NVTX ranges need the costlier interval join.
+    in_ranges = portions.filter(spent.pop("_nvtx_ns") > 0)
+    return spent, text_time_per_gap(in_ranges, segments, ranges)
 
 
 def _per_gpu(

@@ -4,7 +4,7 @@ The polars engine their plans run on; a thread's key (``source, pid, tid``) and 
 number (``_th``) each feeding thread gets; integer key columns packed into one Int64
 that sorts like them, so that a look-up by a three-column key is a binary search or
 a hash look-up of one column; runs of equal keys; a table's rows on the feeding
-threads.
+threads; the feeding threads in groups, attributed one group at a time.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ __all__ = [
     "THREAD_NUMBER",
     "bit_widths",
     "feeding_rows",
+    "in_group",
     "packed",
     "packed_key",
     "run_starts",
+    "thread_groups",
     "thread_numbers",
     "unpacked",
 ]
@@ -129,3 +131,63 @@ def thread_numbers(df: pl.DataFrame, threads: pl.DataFrame) -> pl.Series:
         )
         .alias(THREAD_NUMBER)
     ).to_series()
+
+
+# Feeding threads are attributed in about this many groups: the timelines of one group
+# at a time are in memory, not those of every feeding thread at once.
+THREAD_GROUPS = 4
+
+
+def thread_groups(
+    threads: pl.DataFrame, portions: pl.DataFrame, groups: int = THREAD_GROUPS
+) -> list[np.ndarray]:
+    """The feeding threads' numbers (``_th``) in runs holding about equal host portions.
+
+    A run closes before it would pass ``1/groups`` of the portions; a thread with
+    more than that is a run of its own, so there are at most ``2 * groups`` runs.
+    Without feeding threads, one empty run (the attribution still runs once).
+    """
+    counts = np.bincount(
+        portions[THREAD_NUMBER].to_numpy().astype(np.int64), minlength=threads.height
+    )
+    cap = max(1, -(-int(counts.sum()) // groups))
+    runs: list[np.ndarray] = []
+    first, held = 0, 0
+    for th, count in enumerate(counts):
+        if th > first and held + count > cap:
+            runs.append(np.arange(first, th))
+            first, held = th, 0
+        held += int(count)
+    runs.append(np.arange(first, threads.height))
+    return runs
+
+
+def in_group(
+    threads: pl.DataFrame, members: np.ndarray, frames: Sequence[pl.DataFrame | None]
+) -> tuple[pl.DataFrame, list[pl.DataFrame | None]]:
+    """``threads`` of ``members`` numbered ``0, 1, ...``, and ``frames``' rows on them.
+
+    ``frames`` have a ``_th`` column, renumbered likewise; all of them as given when
+    ``members`` are every thread.
+    """
+    if len(members) == threads.height:
+        return threads, list(frames)
+    dtype = threads.schema[THREAD_NUMBER]
+    local = np.full(threads.height, -1, dtype=np.int64)
+    local[members] = np.arange(len(members))
+    group = threads[members].with_columns(
+        pl.int_range(len(members), dtype=dtype).alias(THREAD_NUMBER)
+    )
+    kept: list[pl.DataFrame | None] = []
+    for frame in frames:
+        if frame is None:
+            kept.append(None)
+            continue
+        number = local[frame[THREAD_NUMBER].to_numpy()]
+        on_group = number >= 0
+        kept.append(
+            frame.filter(on_group).with_columns(
+                pl.Series(THREAD_NUMBER, number[on_group]).cast(frame.schema[THREAD_NUMBER])
+            )
+        )
+    return group, kept

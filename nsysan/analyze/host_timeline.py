@@ -108,11 +108,17 @@ def _add_table(streams: EdgeStreams, df: pl.DataFrame, thread: pl.Series, layer:
     layers = df.select(
         pl.when(thread.is_not_null() & _IS_POSITIVE).then(layer).fill_null(-1).cast(pl.Int8)
     ).to_series()
+    start, end = df["start_ns"], df["end_ns"]
+    kept = layers >= 0
+    if kept.sum() < df.height // 2:
+        # A few threads of a big table (one group of the feeding threads): copy their
+        # rows, so the streams' passes and buffers follow them, not the whole table.
+        layers, thread, start, end = (c.filter(kept) for c in (layers, thread, start, end))
     streams.add_rows(
         layers.to_numpy(),
         thread.fill_null(0).to_numpy(),
-        df["start_ns"].fill_null(0).to_numpy(),
-        df["end_ns"].fill_null(0).to_numpy(),
+        start.fill_null(0).to_numpy(),
+        end.fill_null(0).to_numpy(),
     )
 
 

@@ -3,7 +3,8 @@
 A transfer running on a gap's GPU is gap time of its own cause, whatever the host did
 meanwhile (:mod:`nsysan.analyze.host`). :func:`transfer_time` finds each gap's
 transfer time in the whole gap, in its host portion and in its launch call, and the
-host causes' time under the transfers, which the split takes out of those causes.
+pieces of the host portions under the transfers, whose host causes' time the split
+takes out of those causes.
 """
 
 from __future__ import annotations
@@ -11,9 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from nsysan.analyze.host_loops import Segments
 from nsysan.analyze.host_tables import THREAD_NUMBER
-from nsysan.analyze.host_timeline import cause_time_per_gap
 from nsysan.intervals import rows_by_unit
 
 __all__ = ["transfer_time"]
@@ -62,15 +61,16 @@ def _transfer_pieces(table: pl.DataFrame, transfers: pl.DataFrame) -> tuple[np.n
 def transfer_time(
     table: pl.DataFrame,
     portions: pl.DataFrame,
-    segments: Segments,
     transfers: pl.DataFrame,
-) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Each gap's time with a transfer running on its GPU, by where it falls.
 
     Adds ``_t_gap`` (in the whole gap), ``_t_host`` (in its host portion ``[S, l)``)
-    and ``_t_call`` (in its launch call ``[l, le)``) to ``table``; returns, per gap, the
-    host causes' time inside the transfers (to take out of those causes) and
-    ``_nvtx_ns`` likewise.
+    and ``_t_call`` (in its launch call ``[l, le)``) to ``table``; returns also the
+    pieces of the host portions under a transfer (``_gap, _th, start_ns, end_ns``,
+    None when there are none): the host causes' time in them
+    (:func:`~nsysan.analyze.host_timeline.cause_time_per_gap`) comes out of those
+    causes.
     """
     n = table.height
     iv = transfers.select(pl.col("gpu").cast(table.schema["gpu"]), "start_ns", "end_ns")
@@ -94,7 +94,7 @@ def transfer_time(
     thread[portions["_gap"].to_numpy()] = portions[THREAD_NUMBER].to_numpy()
     host = (host_end > lo) & (thread[gap] >= 0) & (lo >= start[gap])
     if not host.any():
-        return table, {}
+        return table, None
     pieces = pl.DataFrame(
         {
             "_gap": gap[host].astype(np.uint32),
@@ -106,4 +106,4 @@ def transfer_time(
         pl.col("_gap").cast(portions.schema["_gap"]),
         pl.col(THREAD_NUMBER).cast(portions.schema[THREAD_NUMBER]),
     )
-    return table, cause_time_per_gap(pieces, segments, n)
+    return table, pieces

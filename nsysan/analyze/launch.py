@@ -116,6 +116,7 @@ def measure_launch(
             (pl.col("start_ns") >= pl.col("window_start_ns"))
             & (pl.col("start_ns") < pl.col("window_end_ns"))
         )
+        .select("gpu", "_d")
         .collect()
     )
     small = pl.col("_d") < SMALL_KERNEL_NS

@@ -8,6 +8,7 @@ times are shifted onto the earliest file's clock. GPUs are physical devices
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import re
 from collections.abc import Callable, Sequence
@@ -266,12 +267,23 @@ def _load(
             db.close()
     ordered_infos = [infos[i] for i in order]
     trace, counted = _assemble(ordered_infos, files, sort_kernels=not census)
+    del files
+    _return_freed_memory()
     # What ingest validation dropped or truncated (nsysan.ingest.validate).
     checked = [f"{db.path.name}: {note}" for i in order for db in [dbs[i]] for note in db.notes]
     notes = (*exported, *checked)
     if notes:
         trace = dataclasses.replace(trace, notes=(*notes, *trace.notes))
     return trace, counted
+
+
+def _return_freed_memory() -> None:
+    # The SQLite driver's Arrow buffers come from the C library's allocator, which
+    # keeps freed pages for later mallocs; once the tables are read, give them back.
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def _offsets(infos: list[_SourceInfo]) -> tuple[list[int], list[str]]:

@@ -18,7 +18,7 @@ import polars as pl
 
 from nsysan import model
 from nsysan.ingest import census, validate
-from nsysan.ingest.sqlite import ExportDB
+from nsysan.ingest.sqlite import Convert, ExportDB
 
 # Enum labels, hard-coded because exports before schema 3.0 carry no ENUM_* tables
 # (the numbers are the same in every version).
@@ -137,9 +137,12 @@ def _resolve(df: pl.DataFrame, names: pl.DataFrame, id_col: str, out: str) -> pl
     return joined.drop(id_col) if id_col != out else joined
 
 
-def _read_table(db: ExportDB, table: str, wanted: dict[str, str]) -> pl.DataFrame | None:
-    # Rows failing validation are dropped there, with a note on db.notes.
-    return db.read_checked(table, wanted)
+def _read_table(
+    db: ExportDB, table: str, wanted: dict[str, str], convert: Convert | None = None
+) -> pl.DataFrame | None:
+    # Rows failing validation are dropped there, with a note on db.notes; ``convert``
+    # runs on each slice of rows as it is read.
+    return db.read_checked(table, wanted, convert)
 
 
 def _with_source(df: pl.DataFrame, source: int) -> pl.DataFrame:
@@ -181,12 +184,19 @@ def read_kernels(
     )
     if launch_config:
         wanted.update(_LAUNCH_CONFIG_COLUMNS)
-    df = _read_table(db, "CUPTI_ACTIVITY_KIND_KERNEL", wanted)
+
+    def convert(df: pl.DataFrame) -> pl.DataFrame:
+        return _kernel_rows(df, names)
+
+    df = _read_table(db, "CUPTI_ACTIVITY_KIND_KERNEL", wanted, convert)
     if df is None:
         return _empty_with_global_pid(model.KERNELS)
-    if "green_context_id" in df.columns and df["green_context_id"].null_count() == df.height:
-        # No green contexts (the usual case): the model's constant null column instead.
-        df = df.drop("green_context_id")
+    # Source is one constant column of the whole table (no memory).
+    return _keep_global_pid(_with_source(df, source), model.KERNELS)
+
+
+def _kernel_rows(df: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
+    """A slice of kernel rows in the model's columns but ``source`` (names resolved, pid)."""
     df = _resolve(df, names, "short_name_id", "short_name")
     df = _resolve(df, names, "name_id", "name")
     # The placeholder takes the names' dtype (String, or Categorical ids).
@@ -197,7 +207,7 @@ def read_kernels(
             pl.when(unnamed).then(unnamed_name).otherwise("short_name").alias("short_name"),
             pl.coalesce("name", "short_name", unnamed_name).alias("name"),
         )
-    return _keep_global_pid(_with_source(_gpu_activity(df), source), model.KERNELS)
+    return _keep_global_pid(_gpu_activity(df), _unsourced(model.KERNELS))
 
 
 def read_kernel_spans(db: ExportDB, source: int) -> pl.DataFrame:
@@ -250,14 +260,24 @@ def _thread_table(
     wanted: dict[str, str],
     schema: model.Schema,
     source: int,
+    convert: Convert | None = None,
 ) -> pl.DataFrame | None:
-    df = _read_table(db, table, {**wanted, "global_tid": "globalTid"})
-    if df is None:
-        return None
-    df = df.with_columns(
-        pid_of(pl.col("global_tid")).alias("pid"), tid_of(pl.col("global_tid")).alias("tid")
-    )
-    return _with_source(df, source)
+    """A table of events on threads: ``pid`` and ``tid`` added to each slice, then ``convert``
+    (without ``source``, which is added to the whole table as one constant column)."""
+
+    def rows(df: pl.DataFrame) -> pl.DataFrame:
+        df = df.with_columns(
+            pid_of(pl.col("global_tid")).alias("pid"), tid_of(pl.col("global_tid")).alias("tid")
+        )
+        return convert(df) if convert else df
+
+    df = _read_table(db, table, {**wanted, "global_tid": "globalTid"}, rows)
+    return None if df is None else _with_source(df, source)
+
+
+def _unsourced(schema: model.Schema) -> model.Schema:
+    """``schema`` less ``source``: slices of a read are converted to this (see _thread_table)."""
+    return {name: dtype for name, dtype in schema.items() if name != "source"}
 
 
 def strip_api_version(name: pl.Expr) -> pl.Expr:
@@ -280,11 +300,14 @@ _API_COLUMNS = {
 
 def read_cuda_api(db: ExportDB, api_names: pl.DataFrame, source: int) -> pl.DataFrame:
     """CUDA API calls; ``api_names`` is :func:`api_name_lookup` of the file's StringIds."""
-    df = _thread_table(db, "CUPTI_ACTIVITY_KIND_RUNTIME", _API_COLUMNS, model.CUDA_API, source)
-    if df is None:
-        return model.empty_frame(model.CUDA_API)
-    df = _resolve(df, api_names, "name_id", "name")
-    return model.conform(df, model.CUDA_API)
+
+    def convert(df: pl.DataFrame) -> pl.DataFrame:
+        resolved = _resolve(df, api_names, "name_id", "name")
+        return model.conform(resolved, _unsourced(model.CUDA_API))
+
+    table = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    df = _thread_table(db, table, _API_COLUMNS, model.CUDA_API, source, convert)
+    return model.conform(model.empty_frame(model.CUDA_API) if df is None else df, model.CUDA_API)
 
 
 # Bookkeeping events that are neither ranges nor marks (category and thread naming,
@@ -303,25 +326,40 @@ _NVTX_COLUMNS = {
 
 
 def read_nvtx(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
-    df = _thread_table(db, "NVTX_EVENTS", _NVTX_COLUMNS, model.NVTX, source)
+    domain_rows: list[pl.DataFrame] = []
+
+    def convert(df: pl.DataFrame) -> pl.DataFrame:
+        for col, dtype in (
+            ("text_id", pl.Int64),
+            ("domain_id", pl.Int64),
+            ("inline_text", pl.String),
+        ):
+            if col not in df.columns:
+                df = df.with_columns(pl.lit(None, dtype=dtype).alias(col))
+        df = _resolve(df, names, "text_id", "registered_text")
+        df = df.with_columns(
+            pl.coalesce(
+                pl.col("inline_text").cast(pl.String).cast(pl.Categorical),
+                pl.col("registered_text"),
+            ).alias("text")
+        )
+        # Domain names come from the process's NvtxDomainCreate rows (domainId 0 = default).
+        # A fast read given up part way leaves the same rows of its first slices here
+        # again: the first of each key is the same row either way.
+        domain_rows.append(
+            df.filter(pl.col("event_type_id") == NVTX_DOMAIN_CREATE).select(
+                "pid", "domain_id", pl.col("text").alias("domain")
+            )
+        )
+        events = df.filter(~pl.col("event_type_id").is_in(_NVTX_BOOKKEEPING))
+        kept = {**_unsourced(model.NVTX), "domain_id": pl.Int64}
+        del kept["domain"]  # joined to the whole table below, or a constant null column
+        return model.conform(events, kept)
+
+    df = _thread_table(db, "NVTX_EVENTS", _NVTX_COLUMNS, model.NVTX, source, convert)
     if df is None:
         return model.empty_frame(model.NVTX)
-    for col, dtype in (("text_id", pl.Int64), ("domain_id", pl.Int64), ("inline_text", pl.String)):
-        if col not in df.columns:
-            df = df.with_columns(pl.lit(None, dtype=dtype).alias(col))
-    df = _resolve(df, names, "text_id", "registered_text")
-    df = df.with_columns(
-        pl.coalesce(
-            pl.col("inline_text").cast(pl.String).cast(pl.Categorical), pl.col("registered_text")
-        ).alias("text")
-    )
-    # Domain names come from the process's NvtxDomainCreate rows (domainId 0 = default).
-    domains = (
-        df.filter(pl.col("event_type_id") == NVTX_DOMAIN_CREATE)
-        .select("pid", "domain_id", pl.col("text").alias("domain"))
-        .unique(subset=["pid", "domain_id"], keep="first")
-    )
-    df = df.filter(~pl.col("event_type_id").is_in(_NVTX_BOOKKEEPING))
+    domains = pl.concat(domain_rows).unique(subset=["pid", "domain_id"], keep="first")
     if domains.height:
         df = df.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left")
     return model.conform(df, model.NVTX)
@@ -336,11 +374,11 @@ _OSRT_COLUMNS = {
 
 
 def read_osrt(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
-    df = _thread_table(db, "OSRT_API", _OSRT_COLUMNS, model.OSRT, source)
-    if df is None:
-        return model.empty_frame(model.OSRT)
-    df = _resolve(df, names, "name_id", "name")
-    return model.conform(df, model.OSRT)
+    def convert(df: pl.DataFrame) -> pl.DataFrame:
+        return model.conform(_resolve(df, names, "name_id", "name"), _unsourced(model.OSRT))
+
+    df = _thread_table(db, "OSRT_API", _OSRT_COLUMNS, model.OSRT, source, convert)
+    return model.conform(model.empty_frame(model.OSRT) if df is None else df, model.OSRT)
 
 
 _SCHED_COLUMNS = {"time_ns": "start", "cpu": "cpu", "is_sched_in": "isSchedIn"}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -41,6 +42,12 @@ from nsysan.ingest import validate
 SQLITE_MAGIC = b"SQLite format 3\x00"
 ADBC_BATCH_OPTION = "adbc.sqlite.query.batch_rows"
 ADBC_BATCH_ROWS = 65_536
+# Rows per slice of a bulk read (ExportDB.read_checked): each slice is checked and
+# converted on its own, so a table's transient copies follow one slice.
+SLICE_ROWS = 1 << 20
+
+#: a conversion of each slice of a read (ExportDB.read_checked)
+Convert = Callable[[pl.DataFrame], pl.DataFrame]
 _HEADER_BYTES = 100
 
 # Tables of which at least one is present in every Nsight Systems export we know.
@@ -191,43 +198,100 @@ class ExportDB:
         except MissingColumnError as exc:
             raise MissingColumnError(f"{self.path}: {exc.message}") from None
 
-    def read_checked(self, table: str, wanted: dict[str, str]) -> pl.DataFrame | None:
+    def read_checked(
+        self, table: str, wanted: dict[str, str], convert: Convert | None = None
+    ) -> pl.DataFrame | None:
         """Read ``table``'s ``wanted`` columns; drop rows that fail validation, with notes.
 
-        None when the table is absent or has none of the columns.
+        Rows are read, checked and passed through ``convert`` one slice of about
+        :data:`SLICE_ROWS` at a time, then joined: the copies a conversion makes
+        follow one slice, not the whole table. ``convert`` must give every slice the
+        same schema. None when the table is absent or has none of the columns.
         """
         if table not in self.tables:
             return None
         # Built first either way: it refuses a table that lacks a required column.
         checked_sql = self.select_sql(table, wanted)
-        df = self._read_unchecked(table, wanted)
-        if df is None:
-            df = self.read(checked_sql)
-        if "_empty" in df.columns:
-            return None
-        required = validate.required_model_columns(table, wanted)
-        nulls = validate.null_rows(df, required)
-        df, dropped = validate.drop_null_required(df, required)
-        if dropped:
-            self.explain_dropped(table, required, nulls, dropped)
-        # The StringIds pool also holds environment blocks and captured logs, cut silently.
-        if table != "StringIds":
-            self.note_truncated(table, validate.truncated_count(df))
-        return df
+        fast = self._read_unchecked(table, wanted, convert)
+        if fast is not None:
+            return fast
+        return self._read_slices(checked_sql, table, wanted, convert, unchecked=False)
 
-    def _read_unchecked(self, table: str, wanted: dict[str, str]) -> pl.DataFrame | None:
-        """The fast read (validate.raw_select_sql) with its checks done in polars.
+    def _read_unchecked(
+        self, table: str, wanted: dict[str, str], convert: Convert | None = None
+    ) -> pl.DataFrame | None:
+        """:meth:`read_checked` through the fast query (validate.raw_select_sql) alone.
 
-        None when it cannot stand for the checked query: a cell of another storage
-        class, or a column typed other than integer, sends the read to the checked
-        SQL, which turns such cells into NULLs and notes them.
+        None where it cannot stand for the checked query (see :meth:`_read_slices`).
         """
         sql = validate.raw_select_sql(table, self.columns(table), wanted)
-        df = None if sql is None else self._read_arrow(sql)
-        if df is None:
+        if sql is None:
             return None
-        df = validate.checked_in_polars(df, self.bounds)
-        return None if df is None else validate.decode_binary_columns(df)
+        try:
+            return self._read_slices(sql, table, wanted, convert, unchecked=True)
+        except _NeedsCheckedRead:
+            return None
+
+    def _read_slices(
+        self,
+        sql: str,
+        table: str,
+        wanted: dict[str, str],
+        convert: Convert | None,
+        unchecked: bool,
+    ) -> pl.DataFrame | None:
+        """:meth:`read_checked` over ``sql``: the checked query, or (``unchecked``) the fast one.
+
+        ADBC reads it; the stdlib reader (one slice) where the driver is missing or
+        typed a column from its first rows and met a cell of another type later.
+        The fast read (validate.raw_select_sql) has its checks done in polars; it
+        raises :class:`_NeedsCheckedRead` where it cannot stand for the checked query:
+        a cell of another storage class, or a column typed other than integer (the
+        checked SQL turns such cells into NULLs and notes them).
+        """
+        try:
+            return self._checked(_adbc_slices(self.path, sql), table, wanted, convert, unchecked)
+        except (_AdbcUnavailable, _AdbcTypeMismatch):
+            if unchecked:
+                raise _NeedsCheckedRead from None
+        slices = iter([_read_stdlib(self.path, sql)])
+        return self._checked(slices, table, wanted, convert, unchecked)
+
+    def _checked(
+        self,
+        slices: Iterator[pl.DataFrame],
+        table: str,
+        wanted: dict[str, str],
+        convert: Convert | None,
+        unchecked: bool,
+    ) -> pl.DataFrame | None:
+        """``slices`` checked, converted and joined; notes added once all are read."""
+        required = validate.required_model_columns(table, wanted)
+        nulls: dict[str, int] = {}
+        dropped = truncated = 0
+        parts: list[pl.DataFrame] = []
+        for raw in slices:
+            if "_empty" in raw.columns:
+                return None
+            df: pl.DataFrame | None = raw
+            if unchecked:
+                df = validate.checked_in_polars(raw, self.bounds)
+                if df is None:
+                    raise _NeedsCheckedRead
+            df = validate.decode_binary_columns(df)
+            for name, count in validate.null_rows(df, required).items():
+                nulls[name] = nulls.get(name, 0) + count
+            df, dropped_here = validate.drop_null_required(df, required)
+            dropped += dropped_here
+            # The StringIds pool also holds environment blocks and captured logs, cut silently.
+            if table != "StringIds":
+                truncated += validate.truncated_count(df)
+            parts.append(convert(df) if convert else df)
+        if dropped:
+            self.explain_dropped(table, required, nulls, dropped)
+        if table != "StringIds":
+            self.note_truncated(table, truncated)
+        return joined_slices(parts)
 
     def note_truncated(self, table: str, count: int) -> None:
         if count:
@@ -267,25 +331,14 @@ class ExportDB:
 
     def read(self, sql: str, schema: model.Schema | None = None) -> pl.DataFrame:
         """Bulk-read a query into polars (ADBC; stdlib sqlite3 as a fallback)."""
-        df = self._read_arrow(sql)
-        if df is None:
+        try:
+            df = joined_slices(list(_adbc_slices(self.path, sql)))
+        except (_AdbcUnavailable, _AdbcTypeMismatch):
             df = _read_stdlib(self.path, sql)
         df = validate.decode_binary_columns(df)
         if schema:
             df = df.cast({k: v for k, v in schema.items() if k in df.columns}, strict=False)
         return df
-
-    def _read_arrow(self, sql: str) -> pl.DataFrame | None:
-        """The ADBC read of ``sql``; None when the driver is missing, or typed a column
-        from its first rows and met a cell of another type later."""
-        try:
-            return _read_adbc(self.path, sql)
-        except _AdbcUnavailable:
-            return None
-        except Exception as exc:  # the driver's own errors vary by version
-            if _is_type_inference_error(exc):
-                return None
-            raise _wrap_db_error(self.path, exc) from None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -295,6 +348,14 @@ class _AdbcUnavailable(Exception):
     pass
 
 
+class _AdbcTypeMismatch(Exception):
+    """The driver typed a column from its first rows and met a cell of another type."""
+
+
+class _NeedsCheckedRead(Exception):
+    """The fast read cannot stand for the checked query (ExportDB._read_slices)."""
+
+
 def _is_type_inference_error(exc: Exception) -> bool:
     # The ADBC driver infers a column's type from the first rows; a later row of
     # another type (NULL-then-text, int-then-real) aborts the read.
@@ -302,18 +363,67 @@ def _is_type_inference_error(exc: Exception) -> bool:
     return "type" in text and ("column" in text or "inferred" in text or "expected" in text)
 
 
-def _read_adbc(path: Path, sql: str) -> pl.DataFrame:
+def _adbc_slices(path: Path, sql: str) -> Iterator[pl.DataFrame]:
+    """``sql``'s rows through ADBC, as frames of about :data:`SLICE_ROWS` (at least one)."""
     try:
         import adbc_driver_sqlite.dbapi as adbc
+        import pyarrow as pa
     except ImportError as exc:  # pragma: no cover - dependency is declared
         raise _AdbcUnavailable from exc
-    with adbc.connect(sqlite_uri(path)) as conn, conn.cursor() as cur:
-        # The driver's default of 1,024 rows per Arrow batch costs 12-15% time and
-        # memory on millions of rows (benchmarks/README.md).
-        cur.adbc_statement.set_options(**{ADBC_BATCH_OPTION: str(ADBC_BATCH_ROWS)})
-        cur.execute(sql)
-        table = cur.fetch_arrow_table()
-    return pl.DataFrame(pl.from_arrow(table))
+    try:
+        with adbc.connect(sqlite_uri(path)) as conn, conn.cursor() as cur:
+            # The driver's default of 1,024 rows per Arrow batch costs 12-15% time and
+            # memory on millions of rows (benchmarks/README.md).
+            cur.adbc_statement.set_options(**{ADBC_BATCH_OPTION: str(ADBC_BATCH_ROWS)})
+            cur.execute(sql)
+            reader = cur.fetch_record_batch()
+            batches: list[pa.RecordBatch] = []
+            rows, sent = 0, False
+            for batch in reader:
+                batches.append(batch)
+                rows += batch.num_rows
+                if rows >= SLICE_ROWS:
+                    yield pl.DataFrame(pl.from_arrow(pa.Table.from_batches(batches)))
+                    batches, rows, sent = [], 0, True
+            if batches or not sent:
+                table = pa.Table.from_batches(batches, schema=reader.schema)
+                yield pl.DataFrame(pl.from_arrow(table))
+    except Exception as exc:  # the driver's own errors vary by version
+        if _is_type_inference_error(exc):
+            raise _AdbcTypeMismatch from None
+        raise _wrap_db_error(path, exc) from None
+
+
+def joined_slices(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """The slices of one read, end to end in one chunk per column; ``parts`` is emptied.
+
+    Columns are made contiguous one at a time, each slice's copy of it freed as it
+    goes: the peak is the table plus one column, not twice the table. A column with
+    no value (one the export lacks) becomes a constant null column, which takes no
+    memory.
+    """
+    if len(parts) == 1:
+        return parts.pop()
+    whole = pl.concat(parts, how="vertical", rechunk=False)
+    parts.clear()
+    names, dtypes = whole.columns, whole.dtypes
+    columns: list[pl.Series | None] = list(whole.get_columns())
+    no_value = [c is not None and c.null_count() == len(c) for c in columns]
+    if all(no_value):
+        return whole.rechunk()
+    del whole
+    kept = []
+    for i in range(len(columns)):
+        column, columns[i] = columns[i], None
+        if column is not None and not no_value[i]:
+            kept.append(column.rechunk())
+        del column
+    nulls = [
+        pl.lit(None, dtype=dtype).alias(name)
+        for name, dtype, empty in zip(names, dtypes, no_value, strict=True)
+        if empty
+    ]
+    return pl.DataFrame(kept).with_columns(nulls).select(names)
 
 
 def _read_stdlib(path: Path, sql: str) -> pl.DataFrame:
