@@ -299,12 +299,31 @@ def _co_idle_in_gaps(a: _GpuGaps, b: _GpuGaps) -> tuple[np.ndarray, np.ndarray]:
     return b_idle[1::2] - b_idle[0::2], a_idle[1::2] - a_idle[0::2]
 
 
-def _co_idle_by_gap(gaps_by_gpu: dict[int, _GpuGaps]) -> dict[int, dict[int, np.ndarray]]:
-    """Per GPU and other GPU, the other's gap time inside each of the GPU's gaps."""
-    co: dict[int, dict[int, np.ndarray]] = {gpu: {} for gpu in gaps_by_gpu}
+@dataclass(frozen=True)
+class _CoIdle:
+    """Per GPU and gap, the other GPUs' gap time inside it (``idle``) and how many of
+    them are idle some of it (``others``); per ordered pair ``(gpu, other)``, the
+    other's gap time inside the GPU's gaps (``pairs``). Sums over the pairs as they
+    are found: a per-gap array per pair of GPUs is not kept."""
+
+    idle: dict[int, np.ndarray]
+    others: dict[int, np.ndarray]
+    pairs: dict[tuple[int, int], int]
+
+
+def _co_idle_by_gap(gaps_by_gpu: dict[int, _GpuGaps]) -> _CoIdle:
+    """:class:`_CoIdle` of every pair of GPUs."""
+    idle = {gpu: np.zeros(len(own.starts), dtype=np.int64) for gpu, own in gaps_by_gpu.items()}
+    others = {gpu: np.zeros(len(own.starts), dtype=np.int64) for gpu, own in gaps_by_gpu.items()}
+    pairs: dict[tuple[int, int], int] = {}
     for a, b in itertools.combinations(gaps_by_gpu, 2):
-        co[a][b], co[b][a] = _co_idle_in_gaps(gaps_by_gpu[a], gaps_by_gpu[b])
-    return co
+        for gpu, other, inside in zip(
+            (a, b), (b, a), _co_idle_in_gaps(gaps_by_gpu[a], gaps_by_gpu[b]), strict=True
+        ):
+            idle[gpu] += inside
+            others[gpu] += inside > 0
+            pairs[gpu, other] = int(inside.sum())
+    return _CoIdle(idle=idle, others=others, pairs=pairs)
 
 
 @dataclass(frozen=True)
@@ -321,8 +340,10 @@ class _Sweep:
 
 def _exclusive_cum_sum(values: np.ndarray) -> np.ndarray:
     """Sums of all earlier elements."""
-    total = np.cumsum(values)
-    total -= values
+    total = np.empty(len(values), dtype=np.int64)
+    if len(values):
+        total[0] = 0
+        np.cumsum(values[:-1], out=total[1:])
     return total
 
 
@@ -347,18 +368,24 @@ def _sweep(windows: pl.DataFrame, gaps_by_gpu: dict[int, _GpuGaps]) -> _Sweep:
     step = np.zeros(len(times), dtype=np.int8)  # +1 at a gap start, -1 at a gap end
     step[0:gap_edges:2], step[1:gap_edges:2] = 1, -1
     # The runs are sorted: a stable sort merges them (and keeps each GPU's edges in
-    # their order, so its k-th edge is its k-th row below).
+    # their order, so its k-th edge is its k-th row below). Arrays are freed as soon
+    # as they are used: at millions of gaps each is tens of MB.
     order = np.argsort(times, kind="stable")
-    t, source, step = times[order], source[order], step[order]
-    idle = np.cumsum(step, dtype=np.int32)
-    length = np.diff(t, append=t[-1:])
-
+    t = times[order]
+    del times
+    source, step = source[order], step[order]
     # Window boundaries are few: in_window is constant between them.
     window_rows = np.flatnonzero(order >= gap_edges)
     opens = np.where(order[window_rows] < gap_edges + g, 1, -1)
-    bounds = [0, *window_rows.tolist(), len(t)]
+    del order
+    idle = np.cumsum(step, dtype=np.int32)
+    del step
+    length = np.diff(t, append=t[-1:])
+    del t
+
+    bounds = [0, *window_rows.tolist(), len(length)]
     levels = [0, *np.cumsum(opens).tolist()]
-    all_len = np.zeros(len(t), dtype=np.int64)
+    all_len = np.zeros(len(length), dtype=np.int64)
     observed = [0] * (g + 1)
     for lo, hi, in_window in zip(bounds[:-1], bounds[1:], levels, strict=True):
         if in_window >= 2:
@@ -366,20 +393,24 @@ def _sweep(windows: pl.DataFrame, gaps_by_gpu: dict[int, _GpuGaps]) -> _Sweep:
         if in_window == g:
             for k in range(g + 1):
                 observed[k] += int(length[lo:hi][idle[lo:hi] == k].sum())
-    cum_any = _exclusive_cum_sum(np.where(idle >= 2, length, 0))
+    np.multiply(length, idle >= 2, out=length)
+    del idle
+    cum_any = _exclusive_cum_sum(length)
+    del length
     cum_all = _exclusive_cum_sum(all_len)
-    rows = {gpu: np.flatnonzero(source == i) for i, gpu in enumerate(gpus)}
-    return _Sweep(
-        any={gpu: np.diff(cum_any[r])[0::2] for gpu, r in rows.items()},
-        all={gpu: np.diff(cum_all[r])[0::2] for gpu, r in rows.items()},
-        observed_ns=observed,
-    )
+    del all_len
+    any_ns, all_ns = {}, {}
+    for i, gpu in enumerate(gpus):
+        rows = np.flatnonzero(source == i)
+        any_ns[gpu] = cum_any[rows[1::2]] - cum_any[rows[0::2]]
+        all_ns[gpu] = cum_all[rows[1::2]] - cum_all[rows[0::2]]
+    return _Sweep(any=any_ns, all=all_ns, observed_ns=observed)
 
 
 def _two_gpu_sweep(
     windows: pl.DataFrame,
     gaps_by_gpu: dict[int, _GpuGaps],
-    co: dict[int, dict[int, np.ndarray]],
+    co: _CoIdle,
 ) -> _Sweep:
     """:func:`_sweep` for two GPUs, from the co-idle time alone.
 
@@ -393,16 +424,16 @@ def _two_gpu_sweep(
     end = max(windows.get_column(WINDOW_END).min(), start)  # type: ignore[type-var]
     span = np.array([start, end], dtype=np.int64)
     idle = sum(int(np.diff(own.idle_before(span))[0]) for own in (own_a, own_b))
-    both = int(co[a][b].sum())
+    both = co.pairs[a, b]
     return _Sweep(
-        any={a: co[a][b], b: co[b][a]},
-        all={a: co[a][b], b: co[b][a]},
+        any={a: co.idle[a], b: co.idle[b]},
+        all={a: co.idle[a], b: co.idle[b]},
         observed_ns=[end - start - idle + both, idle - 2 * both, both],  # type: ignore[operator]
     )
 
 
 def _per_gap(
-    gaps_by_gpu: dict[int, _GpuGaps], co: dict[int, dict[int, np.ndarray]], sweep: _Sweep
+    gaps_by_gpu: dict[int, _GpuGaps], co: _CoIdle, sweep: _Sweep
 ) -> dict[int, pl.DataFrame]:
     """Per GPU, its rows of the per-gap table."""
     tables = {}
@@ -411,11 +442,8 @@ def _per_gap(
         dur = duration.astype(np.float64)
         # The gap's own GPU is idle all along: the integral of idle GPUs over the gap is
         # its length plus the co-idle time of every other GPU.
-        idle = duration.copy()
-        others_idle = np.zeros(len(duration), dtype=np.int64)
-        for c in co[gpu].values():
-            idle += c
-            others_idle += c > 0
+        idle = duration + co.idle[gpu]
+        others_idle = co.others[gpu]
         idle_mean = idle / dur
         idle_mean -= 1.0
         any_share = sweep.any[gpu] / dur
@@ -438,9 +466,10 @@ def _per_gap(
     return tables
 
 
-def _co_idle(co: dict[int, dict[int, np.ndarray]]) -> pl.DataFrame:
+def _co_idle(co: _CoIdle) -> pl.DataFrame:
     """Co-idle time of ordered GPU pairs: ``gpu``, ``other``, ``co_idle_ns``."""
-    rows = [(gpu, other, int(co[gpu][other].sum())) for gpu in co for other in co if other != gpu]
+    gpus = list(co.idle)
+    rows = [(gpu, other, co.pairs[gpu, other]) for gpu in gpus for other in gpus if other != gpu]
     return pl.DataFrame(
         rows, schema={GPU: pl.Int32, "other": pl.Int32, "co_idle_ns": pl.Int64}, orient="row"
     )

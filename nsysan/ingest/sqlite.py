@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -250,7 +251,9 @@ class ExportDB:
         checked SQL turns such cells into NULLs and notes them).
         """
         try:
-            return self._checked(_adbc_slices(self.path, sql), table, wanted, convert, unchecked)
+            # Closed at once when the read stops part way, not when collected.
+            with closing(_adbc_slices(self.path, sql)) as slices:
+                return self._checked(slices, table, wanted, convert, unchecked)
         except (_AdbcUnavailable, _AdbcTypeMismatch):
             if unchecked:
                 raise _NeedsCheckedRead from None
@@ -363,7 +366,7 @@ def _is_type_inference_error(exc: Exception) -> bool:
     return "type" in text and ("column" in text or "inferred" in text or "expected" in text)
 
 
-def _adbc_slices(path: Path, sql: str) -> Iterator[pl.DataFrame]:
+def _adbc_slices(path: Path, sql: str) -> Generator[pl.DataFrame, None, None]:
     """``sql``'s rows through ADBC, as frames of about :data:`SLICE_ROWS` (at least one)."""
     try:
         import adbc_driver_sqlite.dbapi as adbc
