@@ -15,6 +15,10 @@ is the ``sqlite3`` CLI's GROUP BY deviceId over the kernel table (Python's sqlit
 the CLI is absent). ``nsys stats -r cuda_gpu_kern_sum`` (``gpukernsum`` before 2023) runs on a scratch copy (it
 writes into the file) when ``nsys`` is on PATH. Traces are built once in ``--scratch``.
 
+With ``--baseline DIR`` (a checkout of an earlier commit, e.g. ``git worktree add DIR
+REV``), that version's ``report`` and ``analyze --json`` (no cache) run in the same
+rounds: before and after figures from one interleaved run.
+
 ``analyze`` and ``report`` run three ways: with ``--no-cache`` (every run reads SQLite),
 as a first run that fills nsysan's table cache (emptied before it), and reading that
 cache (docs/architecture.md, "Table cache"); the cache lives in the scratch folder.
@@ -94,8 +98,10 @@ def _kernel_summary_report(nsys: str) -> str | None:
     return None
 
 
-def commands(trace: Path, out: Path) -> dict[str, list[str] | None]:
+def commands(trace: Path, out: Path, baseline: Path | None) -> dict[str, list[str] | None]:
     nsysan = [sys.executable, "-m", "nsysan"]
+    # The earlier version's package first on the path: its code, this environment.
+    before = ["env", f"PYTHONPATH={baseline}", *nsysan] if baseline else None
     sqlite = shutil.which("sqlite3")
     floor = (
         [sqlite, "-readonly", str(trace), FLOOR_SQL]
@@ -145,6 +151,16 @@ def commands(trace: Path, out: Path) -> dict[str, list[str] | None]:
             "-o",
             str(out / "r.html"),
         ],
+        "baseline analyze --json, no cache": (
+            [*before, "--no-cache", "analyze", str(trace), "-o", str(out / "b.json")]
+            if before
+            else None
+        ),
+        "baseline report, no cache": (
+            [*before, "--no-cache", "report", str(trace), "-o", str(out / "b.html")]
+            if before
+            else None
+        ),
         # The cache is emptied before this one: a first run, reading SQLite and
         # writing the table cache; the two after it read the cache.
         FIRST_RUN: [*nsysan, "report", str(trace), "-o", str(out / "r.html")],
@@ -173,6 +189,12 @@ def main() -> None:
         default=None,
         help="kill a command whose resident memory passes this (exit -9 in the table)",
     )
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a checkout of an earlier version: its report and analyze run in the same rounds",
+    )
     args = ap.parse_args()
     trace = build(args.kernels, args.scratch)
     results: dict[str, list[tuple[float, float, int]]] = {}
@@ -181,7 +203,7 @@ def main() -> None:
         # nsysan's table cache goes in the scratch folder, never the user's.
         os.environ["NSYSAN_CACHE_DIR"] = str(out / "cache")
         os.environ.pop("NSYSAN_CACHE", None)
-        cmds = commands(trace, out)
+        cmds = commands(trace, out, args.baseline.resolve() if args.baseline else None)
         for round_ in range(args.rounds):
             for name, argv in cmds.items():
                 if argv is None:

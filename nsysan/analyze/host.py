@@ -55,12 +55,16 @@ is an exact as-of join on the kernels, which ingest keeps in (gpu, start) order,
 neither side is sorted again; only operations tied at one instant are ranked. The
 launch call is a look-up among the CUDA API rows keyed by (source, pid, correlation
 id) packed into one integer, only the keys sorted (an as-of join when the ids are too
-wide to pack). One sweep over the edges of the feeding threads' intervals (written
-from the whole tables into per-thread runs, no filtered copies) cuts their timelines,
-inside the host portions only, into segments of one cause and one innermost NVTX
-range; each host portion then adds up the run of segments it overlaps, found by
-binary search, for its split and, when inside NVTX ranges, its texts. Those loops
-are compiled (:mod:`nsysan.analyze.host_loops`); the segments stay numpy arrays.
+wide to pack). The feeding threads are then taken in about four groups of equal host
+portions (:func:`~nsysan.analyze.host_tables.thread_groups`), so that what follows
+holds one group's rows, not every thread's: one sweep over the edges of the group's
+intervals (written per thread from the tables, only the group's rows copied out of
+them) cuts their timelines, inside the host portions only, into segments of one
+cause and one innermost NVTX range; each host portion then adds up the run of
+segments it overlaps, found by binary search, for its split and, when inside NVTX
+ranges, its texts. A portion is on one thread, so the groups' results simply sit
+side by side. Those loops are compiled (:mod:`nsysan.analyze.host_loops`); the
+segments stay numpy arrays.
 
 The parts, one module each:
 

@@ -56,10 +56,11 @@ def _compiled(function: Callable[..., Any]) -> Any:
 class EdgeStreams:
     """The start and end times of every layer's intervals, per thread, each run sorted.
 
-    Tables are added whole, with each row's layer (negative: not an interval of any
-    layer) and thread (``0 .. threads - 1``); they stay as given until
-    :meth:`take_arrays`, which writes every layer's starts and ends, thread by thread,
-    into one array: no filtered copy of a table is ever made. Every interval gives a
+    Tables are added with each row's layer (negative: not an interval of any layer)
+    and thread (``0 .. threads - 1``); they stay as given until :meth:`take_arrays`,
+    which writes every layer's starts and ends, thread by thread, into one array (the
+    caller passes a table whole when most of its rows are in, and only those rows
+    when few are). Every interval gives a
     start edge (+1) to its layer's start stream and an end edge (-1) to its end stream,
     so a layer's open count is known at any instant from the two.
     """
