@@ -66,14 +66,16 @@ def _rss_gb(pid: int) -> float:
     return 0.0
 
 
-def run(argv: list[str], rss_cap_gb: float | None = None) -> tuple[float, float, int]:
+def run(
+    argv: list[str], rss_cap_gb: float | None = None, cwd: Path | None = None
+) -> tuple[float, float, int]:
     """Wall seconds, peak RSS (GB) and exit status of one command.
 
     With ``rss_cap_gb``, a command whose resident memory passes the cap is killed
     (exit status -9) rather than left to push the machine into swap or the OOM killer.
     """
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd)
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG if rss_cap_gb else 0)
         if pid:
@@ -212,7 +214,9 @@ def main() -> None:
                     shutil.copyfile(trace, out / "copy.sqlite")
                 if name == FIRST_RUN:
                     shutil.rmtree(out / "cache", ignore_errors=True)
-                results.setdefault(name, []).append(run(argv, args.rss_cap_gb))
+                # Out of the repository: ``python -m`` puts the working directory
+                # first on the path, which would shadow the baseline's package.
+                results.setdefault(name, []).append(run(argv, args.rss_cap_gb, cwd=out))
             print(f"round {round_ + 1}/{args.rounds} done", file=sys.stderr)
     floor = statistics.median(w for w, _, _ in results["floor (sqlite3 GROUP BY)"])
     print(f"{trace.name}: {trace.stat().st_size / 2**20:.0f} MiB, {args.rounds} interleaved rounds")
