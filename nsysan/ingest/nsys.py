@@ -258,7 +258,6 @@ def _thread_table(
     db: ExportDB,
     table: str,
     wanted: dict[str, str],
-    schema: model.Schema,
     source: int,
     convert: Convert | None = None,
 ) -> pl.DataFrame | None:
@@ -306,8 +305,8 @@ def read_cuda_api(db: ExportDB, api_names: pl.DataFrame, source: int) -> pl.Data
         return model.conform(resolved, _unsourced(model.CUDA_API))
 
     table = "CUPTI_ACTIVITY_KIND_RUNTIME"
-    df = _thread_table(db, table, _API_COLUMNS, model.CUDA_API, source, convert)
-    return model.conform(model.empty_frame(model.CUDA_API) if df is None else df, model.CUDA_API)
+    df = _thread_table(db, table, _API_COLUMNS, source, convert)
+    return model.empty_frame(model.CUDA_API) if df is None else model.conform(df, model.CUDA_API)
 
 
 # Bookkeeping events that are neither ranges nor marks (category and thread naming,
@@ -356,7 +355,7 @@ def read_nvtx(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
         del kept["domain"]  # joined to the whole table below, or a constant null column
         return model.conform(events, kept)
 
-    df = _thread_table(db, "NVTX_EVENTS", _NVTX_COLUMNS, model.NVTX, source, convert)
+    df = _thread_table(db, "NVTX_EVENTS", _NVTX_COLUMNS, source, convert)
     if df is None:
         return model.empty_frame(model.NVTX)
     domains = pl.concat(domain_rows).unique(subset=["pid", "domain_id"], keep="first")
@@ -377,15 +376,15 @@ def read_osrt(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
     def convert(df: pl.DataFrame) -> pl.DataFrame:
         return model.conform(_resolve(df, names, "name_id", "name"), _unsourced(model.OSRT))
 
-    df = _thread_table(db, "OSRT_API", _OSRT_COLUMNS, model.OSRT, source, convert)
-    return model.conform(model.empty_frame(model.OSRT) if df is None else df, model.OSRT)
+    df = _thread_table(db, "OSRT_API", _OSRT_COLUMNS, source, convert)
+    return model.empty_frame(model.OSRT) if df is None else model.conform(df, model.OSRT)
 
 
 _SCHED_COLUMNS = {"time_ns": "start", "cpu": "cpu", "is_sched_in": "isSchedIn"}
 
 
 def read_sched(db: ExportDB, source: int) -> pl.DataFrame:
-    df = _thread_table(db, "SCHED_EVENTS", _SCHED_COLUMNS, model.SCHED, source)
+    df = _thread_table(db, "SCHED_EVENTS", _SCHED_COLUMNS, source)
     if df is None:
         return model.empty_frame(model.SCHED)
     return model.conform(df, model.SCHED)
@@ -395,7 +394,7 @@ _OVERHEAD_COLUMNS = {"start_ns": "start", "end_ns": "end", "name_id": "nameId"}
 
 
 def read_overhead(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
-    df = _thread_table(db, "PROFILER_OVERHEAD", _OVERHEAD_COLUMNS, model.OVERHEAD, source)
+    df = _thread_table(db, "PROFILER_OVERHEAD", _OVERHEAD_COLUMNS, source)
     if df is None:
         return model.empty_frame(model.OVERHEAD)
     df = _resolve(df, names, "name_id", "name")
@@ -403,7 +402,7 @@ def read_overhead(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFram
 
 
 def read_threads(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
-    df = _thread_table(db, "ThreadNames", {"name_id": "nameId"}, model.THREADS, source)
+    df = _thread_table(db, "ThreadNames", {"name_id": "nameId"}, source)
     if df is None:
         return model.empty_frame(model.THREADS)
     df = _resolve(df, names, "name_id", "name")

@@ -410,10 +410,10 @@ def joined_slices(parts: list[pl.DataFrame]) -> pl.DataFrame:
     whole = pl.concat(parts, how="vertical", rechunk=False)
     parts.clear()
     names, dtypes = whole.columns, whole.dtypes
-    columns: list[pl.Series | None] = list(whole.get_columns())
-    no_value = [c is not None and c.null_count() == len(c) for c in columns]
+    no_value = [c.null_count() == len(c) for c in whole.get_columns()]
     if all(no_value):
         return whole.rechunk()
+    columns: list[pl.Series | None] = list(whole.get_columns())
     del whole
     kept = []
     for i in range(len(columns)):
