@@ -7,6 +7,7 @@ GPUs, so this measures what a user's export costs, not a kernels-only file.
     python benchmarks/command_bench.py --kernels 1000000 --rounds 3
     python benchmarks/command_bench.py --kernels 5000000 --rounds 3
     python benchmarks/command_bench.py --kernels 20000000 --rounds 1 --rss-cap-gb 18
+    python benchmarks/command_bench.py --kernels 5000000 --rounds 5 --only info,nsys
 
 Rounds are interleaved (floor, nsys stats, info, analyze --json, report, then again), so
 a slow spell of a shared machine hits every command alike; compare ratios from one run.
@@ -137,6 +138,7 @@ def commands(trace: Path, out: Path, baseline: Path | None) -> dict[str, list[st
             else None
         ),
         "nsysan info": [*nsysan, "info", str(trace)],
+        "nsysan info --exact": [*nsysan, "info", "--exact", str(trace)],
         "nsysan analyze --json, no cache": [
             *nsysan,
             "--no-cache",
@@ -197,6 +199,12 @@ def main() -> None:
         default=None,
         help="a checkout of an earlier version: its report and analyze run in the same rounds",
     )
+    ap.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated words: run only the commands whose name holds one "
+        "(the floor always runs), e.g. --only info,nsys",
+    )
     args = ap.parse_args()
     trace = build(args.kernels, args.scratch)
     results: dict[str, list[tuple[float, float, int]]] = {}
@@ -206,6 +214,13 @@ def main() -> None:
         os.environ["NSYSAN_CACHE_DIR"] = str(out / "cache")
         os.environ.pop("NSYSAN_CACHE", None)
         cmds = commands(trace, out, args.baseline.resolve() if args.baseline else None)
+        if args.only:
+            words = [w.strip() for w in args.only.split(",") if w.strip()]
+            cmds = {
+                name: argv
+                for name, argv in cmds.items()
+                if name.startswith("floor") or any(w in name for w in words)
+            }
         for round_ in range(args.rounds):
             for name, argv in cmds.items():
                 if argv is None:

@@ -75,17 +75,25 @@ def cli(ctx: click.Context, debug: bool, quiet: bool, no_cache: bool) -> None:
 @cli.command()
 @trace_paths
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--exact",
+    is_flag=True,
+    help="Count the host-side tables' rows as a full read keeps them, with their time "
+    "spans and the kernel launch calls (a scan of each table: seconds per million rows).",
+)
 @nsys_option
-def info(traces: tuple[Path, ...], as_json: bool, nsys_path: Path | None) -> None:
+def info(traces: tuple[Path, ...], as_json: bool, exact: bool, nsys_path: Path | None) -> None:
     """What TRACES hold: export version, GPUs, processes, span, table counts, what is missing.
 
-    Several files (one per rank or node) are put on one timeline. The CUDA API, NVTX,
-    OS-runtime, scheduling and overhead tables are counted in SQLite, not loaded.
+    Several files (one per rank or node) are put on one timeline. The GPU tables are
+    read; the CUDA API, NVTX, OS-runtime, scheduling and overhead tables are not: their
+    rows stored are counted from the tables' row ids (--exact: counted in SQLite as a
+    full read keeps them).
     """
     from nsysan.info import render_text, summarize
     from nsysan.ingest import load_census
 
-    summary = summarize(*load_census(list(traces), nsys_path=nsys_path))
+    summary = summarize(*load_census(list(traces), nsys_path=nsys_path, exact=exact))
     click.echo(dump_json(summary) if as_json else render_text(summary))
 
 

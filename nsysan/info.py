@@ -15,13 +15,16 @@ from nsysan import model
 from nsysan.ingest import kernel_launch_calls
 from nsysan.ingest.census import TableCensus
 
-INFO_SCHEMA_VERSION = 1
+INFO_SCHEMA_VERSION = 2
+
+_SPAN_TABLES = ("kernels", "graphs", "memcpy", "memset", "cuda_api", "nvtx", "osrt")
 
 
 def _span(trace: model.Trace, counted: Mapping[str, TableCensus]) -> tuple[int | None, int | None]:
+    """Earliest start and latest end over :data:`_SPAN_TABLES` (those with a known span)."""
     starts: list[int] = []
     ends: list[int] = []
-    for name in ("kernels", "graphs", "memcpy", "memset", "cuda_api", "nvtx", "osrt"):
+    for name in _SPAN_TABLES:
         df = trace.table(name)
         if name in counted:
             c = counted[name]
@@ -34,30 +37,50 @@ def _span(trace: model.Trace, counted: Mapping[str, TableCensus]) -> tuple[int |
     return (min(starts), max(ends)) if starts else (None, None)
 
 
-def _gpu_rows(trace: model.Trace) -> list[dict[str, Any]]:
-    if trace.gpus.is_empty():
-        return []
-    k = trace.kernels.group_by("gpu").agg(
-        pl.len().alias("kernels"),
+def _kernel_groups(trace: model.Trace, counted: Mapping[str, TableCensus]) -> pl.DataFrame:
+    """Per GPU, file and process: kernels, their summed duration, first start, last end."""
+    census = counted.get("kernels")
+    if census is not None and census.groups is not None:
+        return census.groups.select(
+            "gpu", "source", "pid", "kernels", "kernel_time_ns", "first_ns", "last_ns"
+        )
+    return trace.kernels.group_by("gpu", "source", "pid").agg(
+        pl.len().cast(pl.Int64).alias("kernels"),
         (pl.col("end_ns") - pl.col("start_ns")).sum().alias("kernel_time_ns"),
         pl.col("start_ns").min().alias("first_ns"),
         pl.col("end_ns").max().alias("last_ns"),
+    )
+
+
+def _gpu_processes(trace: model.Trace, kernel_groups: pl.DataFrame) -> pl.DataFrame:
+    """Each (gpu, source, pid) that ran kernels, graphs, copies or sets, once."""
+    return pl.concat(
+        [
+            kernel_groups.select("gpu", "source", "pid"),
+            *(
+                trace.table(t).select("gpu", "source", "pid")
+                for t in ("graphs", "memcpy", "memset")
+            ),
+        ],
+        how="vertical_relaxed",
+    ).unique()
+
+
+def _gpu_rows(
+    trace: model.Trace, kernel_groups: pl.DataFrame, gpu_procs: pl.DataFrame
+) -> list[dict[str, Any]]:
+    if trace.gpus.is_empty():
+        return []
+    k = kernel_groups.group_by("gpu").agg(
+        pl.col("kernels", "kernel_time_ns").sum(),
+        pl.col("first_ns").min(),
+        pl.col("last_ns").max(),
     )
     graphs = trace.graphs.group_by("gpu").agg(
         pl.len().alias("graph_executions"),
         (pl.col("end_ns") - pl.col("start_ns")).sum().alias("graph_time_ns"),
     )
-    procs = (
-        pl.concat(
-            [
-                trace.table(t).select("gpu", "source", "pid")
-                for t in ("kernels", "graphs", "memcpy", "memset")
-            ]
-        )
-        .unique()
-        .group_by("gpu")
-        .agg(pl.col("pid").sort().alias("pids"))
-    )
+    procs = gpu_procs.group_by("gpu").agg(pl.col("pid").sort().alias("pids"))
     rows = (
         trace.gpus.join(k, on="gpu", how="left")
         .join(graphs, on="gpu", how="left")
@@ -86,13 +109,7 @@ def _gpu_rows(trace: model.Trace) -> list[dict[str, Any]]:
     ).to_dicts()
 
 
-def _process_rows(trace: model.Trace) -> list[dict[str, Any]]:
-    gpu_procs = pl.concat(
-        [
-            trace.table(t).select("source", "pid", "gpu")
-            for t in ("kernels", "graphs", "memcpy", "memset")
-        ]
-    ).unique()
+def _process_rows(trace: model.Trace, gpu_procs: pl.DataFrame) -> list[dict[str, Any]]:
     if gpu_procs.is_empty():
         return []
     grouped = gpu_procs.group_by("source", "pid").agg(pl.col("gpu").unique().sort().alias("gpus"))
@@ -106,26 +123,34 @@ def summarize(
     """The JSON-ready summary of what ``trace`` holds.
 
     ``counted``: tables counted instead of read (:func:`nsysan.ingest.load_census`);
-    their counts, spans and launch calls come from there.
+    their counts, spans and launch calls come from there. A table counted by its
+    stored rows is listed under ``stored_counts`` and has no span: ``span_covers``
+    names the tables the span is taken over, ``kernel_launch_calls`` is None where
+    the launches were not counted.
     """
     counted = counted or {}
     start, end = _span(trace, counted)
+    stored = [name for name in model.EVENT_TABLES if name in counted and counted[name].stored]
     counts = {
         name: counted[name].rows if name in counted else trace.table(name).height
         for name in model.EVENT_TABLES
     }
     api = counted.get("cuda_api")
     launches = api.launch_calls if api else kernel_launch_calls(trace.cuda_api)
+    kernel_groups = _kernel_groups(trace, counted)
+    gpu_procs = _gpu_processes(trace, kernel_groups)
     return {
         "schema_version": INFO_SCHEMA_VERSION,
         "sources": trace.sources.to_dicts(),
-        "gpus": _gpu_rows(trace),
-        "processes_with_gpu_work": _process_rows(trace),
+        "gpus": _gpu_rows(trace, kernel_groups, gpu_procs),
+        "processes_with_gpu_work": _process_rows(trace, gpu_procs),
         "span_ns": {
             "start": start,
             "end": end,
             "duration": (end - start) if start is not None and end is not None else None,
         },
+        "span_covers": [name for name in _SPAN_TABLES if name not in stored],
+        "stored_counts": stored,
         "counts": counts,
         "kernel_launch_calls": launches,
         "missing": list(trace.capabilities.missing),
@@ -155,9 +180,11 @@ def render_text(summary: dict[str, Any]) -> str:
                 f"  UTC session start: {s['utc_start_ns']} ns (offset {s['offset_ns']} ns)"
             )
     span = summary["span_ns"]
+    stored = summary["stored_counts"]
     lines.append(
         f"time span: {_seconds(span['start'])} .. {_seconds(span['end'])} "
         f"({_seconds(span['duration'])})"
+        + (f" over {', '.join(summary['span_covers'])}" if stored else "")
     )
     gpus = summary["gpus"]
     lines.append(f"GPUs that ran work: {len(gpus)}")
@@ -183,7 +210,12 @@ def render_text(summary: dict[str, Any]) -> str:
         )
     lines.append("rows per table:")
     for name, n in summary["counts"].items():
-        lines.append(f"  {name:<12} {n}")
+        lines.append(f"  {name:<12} {n}" + ("  (stored)" if name in stored else ""))
+    if stored:
+        lines.append(
+            "  (stored): rows the table stores, not checked, without their time span; "
+            "--exact counts the rows a full read keeps"
+        )
     if summary["missing"]:
         lines.append("missing:")
         lines.extend(f"  {m}" for m in summary["missing"])

@@ -297,3 +297,65 @@ def test_fast_read_nulls_out_of_range_values_like_the_checked_query(tmp_path: Pa
         assert fast["green_context_id"].to_list() == [None, 3, None]
     finally:
         db.close()
+
+
+def _kernel_rows_with_damage(path: Path, n: int) -> None:
+    """``n`` kernels, one with an out-of-range start in each half of the row ids."""
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
+    conn.execute(
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, "
+        "streamId INTEGER, correlationId INTEGER, globalPid INTEGER, shortName INTEGER, "
+        "greenContextId INTEGER, gridX INTEGER)"
+    )
+    rows = [(i * 10, i * 10 + 5, i % 3, 7, i, 1 << 24, 1, None, 4) for i in range(n)]
+    for bad in (n // 4, 3 * n // 4):
+        rows[bad] = (2**62, 2**62 + 1, 0, 7, bad, 1 << 24, 1, None, 4)
+    conn.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+    )
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("parts", [2, 3])
+def test_a_read_in_row_id_ranges_equals_the_whole_read_with_notes_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parts: int
+) -> None:
+    import nsysan.ingest.sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "SLICE_ROWS", 1_000)  # split from a few thousand rows
+    path = tmp_path / "kernels.sqlite"
+    _kernel_rows_with_damage(path, 10_001)
+    wanted = _FAST_READ_TABLES["CUPTI_ACTIVITY_KIND_KERNEL"]
+
+    def read(parts: int) -> tuple[pl.DataFrame | None, list[str]]:
+        db = open_export(path)
+        try:
+            assert len(db._rowid_ranges("CUPTI_ACTIVITY_KIND_KERNEL", parts)) == (
+                parts if parts > 1 else 0
+            )
+            return db.read_checked("CUPTI_ACTIVITY_KIND_KERNEL", wanted, parts=parts), db.notes
+        finally:
+            db.close()
+
+    whole, whole_notes = read(1)
+    split, split_notes = read(parts)
+    assert whole is not None and split is not None
+    assert whole.height == 9_999  # both damaged rows dropped
+    assert split.equals(whole)  # row order kept
+    assert split_notes == whole_notes
+    # One note per failing column, with both halves' rows counted.
+    assert len(split_notes) == 2, split_notes
+    assert all(n.startswith("2 CUPTI_ACTIVITY_KIND_KERNEL rows with") for n in split_notes)
+
+
+def test_a_table_too_small_to_split_is_read_whole(tmp_path: Path) -> None:
+    path = tmp_path / "kernels.sqlite"
+    _kernel_rows_with_damage(path, 100)
+    db = open_export(path)
+    try:
+        assert db._rowid_ranges("CUPTI_ACTIVITY_KIND_KERNEL", 2) == []
+        assert db.rowid_range("CUPTI_ACTIVITY_KIND_KERNEL") == (1, 100)
+    finally:
+        db.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import re
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ import polars as pl
 from nsysan import model
 from nsysan.errors import InputNotFoundError
 from nsysan.ingest import cache, graphs, identity, nsys, nsysrep, resources, validate
-from nsysan.ingest.census import TableCensus
+from nsysan.ingest.census import CensusMode, TableCensus
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import is_one_of, values_matching
 
@@ -97,7 +98,11 @@ _LAUNCH_DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
 
 
 def _read_file(
-    db: ExportDB, source: int, host: str | None, launch_config: bool, census: bool = False
+    db: ExportDB,
+    source: int,
+    host: str | None,
+    launch_config: bool,
+    census: CensusMode | None = None,
 ) -> _FileTables:
     """One export's tables: from the table cache when it holds them, else from SQLite.
 
@@ -138,42 +143,52 @@ def _from_frames(frames: dict[str, pl.DataFrame]) -> _FileTables:
     )
 
 
-def _read_tables(db: ExportDB, source: int, host: str | None, census: bool) -> _FileTables:
-    strings = nsys.read_string_ids(db)
-    names = nsys.name_lookup(strings)
-    api_names = nsys.api_name_lookup(strings)
+def _read_tables(
+    db: ExportDB, source: int, host: str | None, census: CensusMode | None
+) -> _FileTables:
+    lookups = _StringLookups(db)
+    names, api_names = lookups.names, lookups.api_names
     readers: dict[str, Callable[[], pl.DataFrame | TableCensus]] = {
         # Largest first, so the two big tables run side by side.
         # Grid/block are read for the launch-configuration aggregate (then dropped).
-        "kernels": lambda: nsys.read_kernels(db, names, source, launch_config=True),
-        "cuda_api": lambda: nsys.read_cuda_api(db, api_names, source),
-        "osrt": lambda: nsys.read_osrt(db, names, source),
-        "nvtx": lambda: nsys.read_nvtx(db, names, source),
+        "kernels": lambda: nsys.read_kernels(db, names(), source, launch_config=True),
+        "cuda_api": lambda: nsys.read_cuda_api(db, api_names(), source),
+        "osrt": lambda: nsys.read_osrt(db, names(), source),
+        "nvtx": lambda: nsys.read_nvtx(db, names(), source),
         "sched": lambda: nsys.read_sched(db, source),
         "gpu_metrics": lambda: nsys.read_gpu_metrics(db, source),
         "memcpy": lambda: nsys.read_memcpy(db, source),
         "memset": lambda: nsys.read_memset(db, source),
         "graphs": lambda: graphs.read_graph_executions(db, source),
-        "overhead": lambda: nsys.read_overhead(db, names, source),
-        "threads": lambda: nsys.read_threads(db, names, source),
+        "overhead": lambda: nsys.read_overhead(db, names(), source),
+        "threads": lambda: nsys.read_threads(db, names(), source),
         "processes": lambda: nsys.read_processes(db, source),
         "memory_usage": lambda: resources.read_memory_usage(db, source),
     }
     if census:
-        readers.update(nsys.census_readers(db, api_names, source))
+        readers.update(nsys.census_readers(db, api_names, source, exact=census == "exact"))
+    if census == "stored":  # info shows no thread; nothing then reads the string pool
+        readers["threads"] = lambda: model.empty_frame(model.THREADS)
     with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
         futures = {name: pool.submit(read) for name, read in readers.items()}
         results = {name: future.result() for name, future in futures.items()}
     counted = {n: r for n, r in results.items() if isinstance(r, TableCensus)}
+    if _launches_needed(results):
+        # No GPU activity: whether kernels were launched decides what is missing.
+        counted["cuda_api"] = nsys.launch_census(db, api_names())
     tables = {n: r for n, r in results.items() if isinstance(r, pl.DataFrame)}
     tables.update({n: model.empty_frame(model.TABLE_SCHEMAS[n]) for n in counted})
     tables["launch_configs"] = resources.launch_configs(tables["kernels"])
+    counted_groups = [c.groups for c in counted.values() if c.groups is not None]
     used = (
         pl.concat(
             [
-                tables[t].select("pid", pl.col("device_id").cast(pl.Int64))
+                frame.select("pid", pl.col("device_id").cast(pl.Int64))
                 # GPUs are those that ran work; a sync record alone does not make one.
-                for t in ("kernels", "graphs", "memcpy", "memset")
+                for frame in [
+                    *(tables[t] for t in ("kernels", "graphs", "memcpy", "memset")),
+                    *counted_groups,
+                ]
             ]
         )
         .unique()
@@ -187,6 +202,44 @@ def _read_tables(db: ExportDB, source: int, host: str | None, census: bool) -> _
     metrics_target = _metrics_targets(tables["gpu_metrics"], target_gpus)
     return _FileTables(
         tables=tables, devices=devices, metrics_target=metrics_target, census=counted
+    )
+
+
+class _StringLookups:
+    """The export's string pool as name lookups, read once, by the first reader that asks."""
+
+    def __init__(self, db: ExportDB) -> None:
+        self._db = db
+        self._lock = threading.Lock()
+        self._lookups: tuple[pl.DataFrame, pl.DataFrame] | None = None
+
+    def _read(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        with self._lock:
+            if self._lookups is None:
+                strings = nsys.read_string_ids(self._db)
+                self._lookups = (nsys.name_lookup(strings), nsys.api_name_lookup(strings))
+            return self._lookups
+
+    def names(self) -> pl.DataFrame:
+        return self._read()[0]
+
+    def api_names(self) -> pl.DataFrame:
+        return self._read()[1]
+
+
+def _launches_needed(results: dict[str, pl.DataFrame | TableCensus]) -> bool:
+    """A file without kernels or graphs whose CUDA API rows were only stored, not counted."""
+    api = results.get("cuda_api")
+
+    def rows(name: str) -> int:
+        r = results[name]
+        return r.rows if isinstance(r, TableCensus) else r.height
+
+    return (
+        isinstance(api, TableCensus)
+        and api.launch_calls is None
+        and rows("kernels") == 0
+        and rows("graphs") == 0
     )
 
 
@@ -214,29 +267,34 @@ def load_trace(
     Systems reports (``.nsys-rep``, ``.qdrep``) are exported first, with ``nsys_path``
     or the nsys on PATH (:mod:`nsysan.ingest.nsysrep`).
     """
-    trace, _ = _load(paths, launch_config=launch_config, census=False, nsys_path=nsys_path)
+    trace, _ = _load(paths, launch_config=launch_config, census=None, nsys_path=nsys_path)
     return trace
 
 
 def load_census(
-    paths: str | Path | Sequence[str | Path], nsys_path: str | Path | None = None
+    paths: str | Path | Sequence[str | Path],
+    nsys_path: str | Path | None = None,
+    exact: bool = False,
 ) -> tuple[model.Trace, dict[str, TableCensus]]:
     """What ``nsysan info`` needs, without reading the host-side event tables.
 
     The trace holds the GPU activity, processes, threads and identities as
     :func:`load_trace` reads them; the CUDA API, NVTX, OS-runtime, scheduling and
-    overhead tables are empty and counted instead (:mod:`nsysan.ingest.census`):
-    per table, rows a full read would keep and their span on the trace's timeline.
-    Capabilities, notes and refusals are those of :func:`load_trace`.
+    overhead tables are empty and counted instead (:mod:`nsysan.ingest.census`).
+    ``exact``: per table, the rows a full read would keep and their span on the
+    trace's timeline, with the notes of what it would drop (a scan of each table);
+    otherwise the rows each table stores, without span (no scan). Capabilities and
+    refusals are those of :func:`load_trace` either way.
     """
-    return _load(paths, launch_config=False, census=True, nsys_path=nsys_path)
+    mode: CensusMode = "exact" if exact else "stored"
+    return _load(paths, launch_config=False, census=mode, nsys_path=nsys_path)
 
 
 def _load(
     paths: str | Path | Sequence[str | Path],
     *,
     launch_config: bool,
-    census: bool,
+    census: CensusMode | None,
     nsys_path: str | Path | None,
 ) -> tuple[model.Trace, dict[str, TableCensus]]:
     if isinstance(paths, (str, Path)):
@@ -266,7 +324,7 @@ def _load(
         for db in dbs:
             db.close()
     ordered_infos = [infos[i] for i in order]
-    trace, counted = _assemble(ordered_infos, files, sort_kernels=not census)
+    trace, counted = _assemble(ordered_infos, files, sort_kernels=census is None)
     del files
     _return_freed_memory()
     # What ingest validation dropped or truncated (nsysan.ingest.validate).
@@ -345,7 +403,7 @@ def _assemble(
         schema=model.SOURCES,
     )
     notes.extend(_identity_notes(files))
-    counted = _merged_census(files, offsets)
+    counted = _merged_census(files, offsets, device_gpu)
     capabilities = _capabilities(tables, counted)
     trace = model.Trace(
         **tables,
@@ -357,19 +415,29 @@ def _assemble(
     return trace, counted
 
 
-def _merged_census(files: list[_FileTables], offsets: list[int]) -> dict[str, TableCensus]:
-    """Per counted table, the files' censuses added up on the trace's timeline."""
+def _merged_census(
+    files: list[_FileTables], offsets: list[int], device_gpu: pl.DataFrame
+) -> dict[str, TableCensus]:
+    """Per counted table, the files' censuses added up on the trace's timeline; counted
+    groups of a process and device get their ``gpu``."""
     merged: dict[str, TableCensus] = {}
     for f, offset in zip(files, offsets, strict=True):
         for name, c in f.census.items():
-            shifted = TableCensus(
-                rows=c.rows,
-                inverted=c.inverted,
+            shifted = dataclasses.replace(
+                c,
                 start_ns=None if c.start_ns is None else c.start_ns + offset,
                 end_ns=None if c.end_ns is None else c.end_ns + offset,
-                launch_calls=c.launch_calls,
+                groups=None
+                if c.groups is None
+                else c.groups.with_columns(pl.col("first_ns", "last_ns") + offset),
             )
             merged[name] = merged[name] + shifted if name in merged else shifted
+    for name, c in merged.items():
+        if c.groups is not None:
+            groups = c.groups.with_columns(pl.col("device_id").cast(pl.Int32)).join(
+                device_gpu, on=["source", "pid", "device_id"], how="left", maintain_order="left"
+            )
+            merged[name] = dataclasses.replace(c, groups=groups)
     return merged
 
 

@@ -1,10 +1,12 @@
 """Row counts and time spans of the host-side event tables, aggregated in SQLite.
 
-``nsysan info`` needs, of the CUDA API, NVTX, OS-runtime, scheduling, overhead and
-GPU-metric tables, only how many rows survive validation, where they start and end,
-and how many API calls launch kernels. One aggregate query per table answers that
+``nsysan info --exact`` needs, of the CUDA API, NVTX, OS-runtime, scheduling and
+overhead tables, only how many rows survive validation, where they start and end, and
+how many API calls launch kernels. One aggregate query per table answers that
 without moving a single row into Python: on a 5M-kernel export the API table alone
-is 16M rows, which a full read would hold as ~650 MB.
+is 16M rows, which a full read would hold as ~650 MB. It still scans every row:
+plain ``nsysan info`` takes the rows stored instead (:func:`stored_rows`), from the
+table's row ids, at no cost.
 
 The query wraps the same checked ``SELECT`` the readers use
 (:meth:`nsysan.ingest.sqlite.ExportDB.select_sql`), so a row counts exactly when a
@@ -15,10 +17,18 @@ full read would keep it: required columns valid, and not ending before it starts
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
+import polars as pl
+
+from nsysan.errors import NsysanError
 from nsysan.ingest import validate
 from nsysan.ingest.sqlite import ExportDB
+
+#: how ``nsysan info`` counts a host-side table: as a full read would keep its rows
+#: (a scan), or the rows it stores (:func:`stored_rows`, no scan)
+CensusMode = Literal["exact", "stored"]
 
 
 @dataclass(frozen=True)
@@ -29,24 +39,40 @@ class TableCensus:
     before they start; ``start_ns``/``end_ns``: earliest start and latest end of the
     kept rows (``end_ns`` falls back to the latest start when no row has an end), in
     the file's own clock; ``launch_calls``: kept rows whose name is a kernel launch
-    (CUDA API only).
+    (CUDA API only). ``stored``: ``rows`` are the rows stored, not checked
+    (:func:`stored_rows`); the span is then unknown (None) and launches not counted
+    (``launch_calls`` None). ``groups``: the kept rows counted per group, where a
+    reader counts them so (:func:`nsysan.ingest.nsys.read_kernel_groups`).
     """
 
     rows: int
     inverted: int
     start_ns: int | None
     end_ns: int | None
-    launch_calls: int = 0
+    launch_calls: int | None = 0
+    stored: bool = False
+    groups: pl.DataFrame | None = field(default=None, compare=False)
 
     def __add__(self, other: TableCensus) -> TableCensus:
         """Two files' censuses of one table (times already on one timeline)."""
+        launches = (
+            None
+            if self.launch_calls is None or other.launch_calls is None
+            else self.launch_calls + other.launch_calls
+        )
         return TableCensus(
             rows=self.rows + other.rows,
             inverted=self.inverted + other.inverted,
             start_ns=_either(self.start_ns, other.start_ns, min),
             end_ns=_either(self.end_ns, other.end_ns, max),
-            launch_calls=self.launch_calls + other.launch_calls,
+            launch_calls=launches,
+            stored=self.stored or other.stored,
+            groups=_joined(self.groups, other.groups),
         )
+
+
+def _joined(a: pl.DataFrame | None, b: pl.DataFrame | None) -> pl.DataFrame | None:
+    return b if a is None else a if b is None else pl.concat([a, b], how="vertical_relaxed")
 
 
 def _either(a: int | None, b: int | None, pick: Callable[[int, int], int]) -> int | None:
@@ -204,3 +230,41 @@ def census_table(
 
 def _int(value: object) -> int | None:
     return None if value is None else int(value)  # type: ignore[call-overload]
+
+
+def stored_rows(db: ExportDB, table: str) -> TableCensus:
+    """How many rows ``table`` stores, from its first and last row id: no scan.
+
+    Nsight Systems appends rows and never deletes one, so the row ids run without a
+    gap and their range is the row count. Rows are not checked: damaged rows are
+    counted, and rows a reader filters out too (NVTX domain bookkeeping). A table
+    without row ids, or ids that cannot be a count (below 1, or more rows than the
+    file has room for), is counted row by row.
+    """
+    if not db.has(table):
+        return EMPTY
+    quoted = validate.quote_ident(table)
+    try:
+        lo, hi = db.rowid_range(table)
+    except NsysanError:  # a WITHOUT ROWID table has no rowid column
+        lo = hi = "none"
+    if lo is None:
+        rows = 0
+    elif isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi <= _row_room(db):
+        rows = hi - lo + 1
+    else:
+        rows = int(db.scalar(f"SELECT COUNT(*) FROM {quoted}") or 0)  # type: ignore[call-overload]
+    # Launches are not counted (None), but in an empty table there are none.
+    launches = None if rows else 0
+    return TableCensus(
+        rows=rows, inverted=0, start_ns=None, end_ns=None, launch_calls=launches, stored=True
+    )
+
+
+def _row_room(db: ExportDB) -> int:
+    """More rows than any table of this file can hold (a cell takes at least 4 bytes)."""
+    pages = db.scalar("PRAGMA page_count")
+    size = db.scalar("PRAGMA page_size")
+    if not isinstance(pages, int) or not isinstance(size, int):
+        return 0
+    return pages * size // 4

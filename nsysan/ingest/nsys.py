@@ -138,11 +138,15 @@ def _resolve(df: pl.DataFrame, names: pl.DataFrame, id_col: str, out: str) -> pl
 
 
 def _read_table(
-    db: ExportDB, table: str, wanted: dict[str, str], convert: Convert | None = None
+    db: ExportDB,
+    table: str,
+    wanted: dict[str, str],
+    convert: Convert | None = None,
+    parts: int = 1,
 ) -> pl.DataFrame | None:
     # Rows failing validation are dropped there, with a note on db.notes; ``convert``
     # runs on each slice of rows as it is read.
-    return db.read_checked(table, wanted, convert)
+    return db.read_checked(table, wanted, convert, parts)
 
 
 def _with_source(df: pl.DataFrame, source: int) -> pl.DataFrame:
@@ -210,15 +214,67 @@ def _kernel_rows(df: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
     return _keep_global_pid(_gpu_activity(df), _unsourced(model.KERNELS))
 
 
-def read_kernel_spans(db: ExportDB, source: int) -> pl.DataFrame:
-    """Kernels with their GPU, process and times only (names null): what ``info`` counts."""
+#: per file, process and device: the kernels :func:`read_kernel_groups` counts
+KERNEL_GROUPS: model.Schema = {
+    "source": pl.Int32,
+    "pid": pl.Int64,
+    "device_id": pl.Int64,
+    "kernels": pl.Int64,
+    "inverted": pl.Int64,
+    "kernel_time_ns": pl.Int64,
+    "first_ns": pl.Int64,
+    "last_ns": pl.Int64,
+}
+
+
+def read_kernel_groups(db: ExportDB, source: int, parts: int = 1) -> census.TableCensus:
+    """The kernels a full read keeps, counted per process and device (``nsysan info``).
+
+    Each slice of rows is grouped as it is read, so no kernel row is held beyond its
+    slice: per (pid, device) the kept kernels, their summed duration, first start and
+    last end, and the rows ending before they start (which a full read drops).
+    ``parts``: row-id ranges read side by side.
+    """
     wanted = {
         k: _GPU_ACTIVITY_COLUMNS[k] for k in ("start_ns", "end_ns", "device_id", "global_pid")
     }
-    df = _read_table(db, "CUPTI_ACTIVITY_KIND_KERNEL", wanted)
-    if df is None:
-        return _empty_with_global_pid(model.KERNELS)
-    return _keep_global_pid(_with_source(_gpu_activity(df), source), model.KERNELS)
+    df = _read_table(db, "CUPTI_ACTIVITY_KIND_KERNEL", wanted, _kernel_slice_groups, parts)
+    groups = (
+        model.empty_frame(KERNEL_GROUPS)
+        if df is None
+        else df.group_by("global_pid", "device_id")
+        .agg(
+            pl.col("kernels", "inverted", "kernel_time_ns").sum(),
+            pl.col("first_ns").min(),
+            pl.col("last_ns").max(),
+        )
+        .with_columns(pid_of(pl.col("global_pid")).alias("pid"))
+        .pipe(_with_source, source)
+        .pipe(model.conform, KERNEL_GROUPS)
+    )
+    kept = groups.filter(pl.col("kernels") > 0)
+    return census.TableCensus(
+        rows=int(kept["kernels"].sum()),
+        inverted=int(groups["inverted"].sum()),
+        start_ns=kept["first_ns"].min(),  # type: ignore[arg-type]
+        end_ns=kept["last_ns"].max(),  # type: ignore[arg-type]
+        groups=kept,
+    )
+
+
+def _kernel_slice_groups(df: pl.DataFrame) -> pl.DataFrame:
+    inverted = pl.col("end_ns") < pl.col("start_ns")
+    kept = pl.when(~inverted)
+    return df.group_by("global_pid", "device_id").agg(
+        (~inverted).sum().cast(pl.Int64).alias("kernels"),
+        inverted.sum().cast(pl.Int64).alias("inverted"),
+        kept.then(pl.col("end_ns") - pl.col("start_ns"))
+        .sum()
+        .cast(pl.Int64)
+        .alias("kernel_time_ns"),
+        kept.then(pl.col("start_ns")).min().cast(pl.Int64).alias("first_ns"),
+        kept.then(pl.col("end_ns")).max().cast(pl.Int64).alias("last_ns"),
+    )
 
 
 def read_memcpy(db: ExportDB, source: int) -> pl.DataFrame:
@@ -412,37 +468,60 @@ def read_threads(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame
 
 
 def census_readers(
-    db: ExportDB, api_names: pl.DataFrame, source: int
+    db: ExportDB, api_names: Callable[[], pl.DataFrame], source: int, exact: bool
 ) -> dict[str, Callable[[], pl.DataFrame | census.TableCensus]]:
     """Per host-side event table, a census in place of its reader (``nsysan info``),
-    and kernels without their names.
+    and kernels without their names. ``api_names``: the CUDA API name lookup, read
+    when first called.
 
-    Each reads what its reader reads (same columns, checks and filters), so the counts
-    are the heights a full read would give.
+    ``exact``: each counts what its reader reads (same columns, checks and filters),
+    so the counts are the heights a full read would give; otherwise each takes the
+    rows the table stores (:func:`nsysan.ingest.census.stored_rows`), and the kernels,
+    then read alone, are read in two row ranges side by side.
     """
-    thread = {"global_tid": "globalTid"}
-    launch_ids = api_names.filter(pl.col("value").cast(pl.String).str.contains("Launch"))["id"]
-    bookkeeping = ", ".join(str(t) for t in _NVTX_BOOKKEEPING)
+    if not exact:
+        stored = {
+            "cuda_api": "CUPTI_ACTIVITY_KIND_RUNTIME",
+            "nvtx": "NVTX_EVENTS",
+            "osrt": "OSRT_API",
+            "sched": "SCHED_EVENTS",
+            "overhead": "PROFILER_OVERHEAD",
+        }
+        readers: dict[str, Callable[[], pl.DataFrame | census.TableCensus]] = {
+            name: (lambda table=table: census.stored_rows(db, table))  # type: ignore[misc]
+            for name, table in stored.items()
+        }
+        return {"kernels": lambda: read_kernel_groups(db, source, parts=2), **readers}
     return {
-        "kernels": lambda: read_kernel_spans(db, source),
-        "cuda_api": lambda: census.census_table(
-            db,
-            "CUPTI_ACTIVITY_KIND_RUNTIME",
-            {**_API_COLUMNS, **thread},
-            launch_name_ids=launch_ids.to_list(),
-        ),
+        "kernels": lambda: read_kernel_groups(db, source),
+        "cuda_api": lambda: launch_census(db, api_names()),
         "nvtx": lambda: census.census_table(
             db,
             "NVTX_EVENTS",
-            {**_NVTX_COLUMNS, **thread},
-            keep=("event_type_id", f'"event_type_id" NOT IN ({bookkeeping})'),
+            {**_NVTX_COLUMNS, **_THREAD},
+            keep=("event_type_id", f'"event_type_id" NOT IN ({_NVTX_BOOKKEEPING_IDS})'),
         ),
-        "osrt": lambda: census.census_table(db, "OSRT_API", {**_OSRT_COLUMNS, **thread}),
-        "sched": lambda: census.census_table(db, "SCHED_EVENTS", {**_SCHED_COLUMNS, **thread}),
+        "osrt": lambda: census.census_table(db, "OSRT_API", {**_OSRT_COLUMNS, **_THREAD}),
+        "sched": lambda: census.census_table(db, "SCHED_EVENTS", {**_SCHED_COLUMNS, **_THREAD}),
         "overhead": lambda: census.census_table(
-            db, "PROFILER_OVERHEAD", {**_OVERHEAD_COLUMNS, **thread}
+            db, "PROFILER_OVERHEAD", {**_OVERHEAD_COLUMNS, **_THREAD}
         ),
     }
+
+
+_THREAD = {"global_tid": "globalTid"}
+_NVTX_BOOKKEEPING_IDS = ", ".join(str(t) for t in _NVTX_BOOKKEEPING)
+
+
+def launch_census(db: ExportDB, api_names: pl.DataFrame) -> census.TableCensus:
+    """The exact census of the CUDA API table, with its kernel launch calls."""
+    launch_ids = api_names.filter(pl.col("value").cast(pl.String).str.contains("Launch"))["id"]
+    return census.census_table(
+        db,
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        {**_API_COLUMNS, **_THREAD},
+        launch_name_ids=launch_ids.to_list(),
+    )
 
 
 def read_processes(db: ExportDB, source: int) -> pl.DataFrame:

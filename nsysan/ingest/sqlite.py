@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,26 +201,36 @@ class ExportDB:
             raise MissingColumnError(f"{self.path}: {exc.message}") from None
 
     def read_checked(
-        self, table: str, wanted: dict[str, str], convert: Convert | None = None
+        self,
+        table: str,
+        wanted: dict[str, str],
+        convert: Convert | None = None,
+        parts: int = 1,
     ) -> pl.DataFrame | None:
         """Read ``table``'s ``wanted`` columns; drop rows that fail validation, with notes.
 
         Rows are read, checked and passed through ``convert`` one slice of about
         :data:`SLICE_ROWS` at a time, then joined: the copies a conversion makes
         follow one slice, not the whole table. ``convert`` must give every slice the
-        same schema. None when the table is absent or has none of the columns.
+        same schema. ``parts`` > 1 reads that many row-id ranges side by side (for a
+        big table read alone, as ``nsysan info`` reads kernels), in row order. None
+        when the table is absent or has none of the columns.
         """
         if table not in self.tables:
             return None
         # Built first either way: it refuses a table that lacks a required column.
         checked_sql = self.select_sql(table, wanted)
-        fast = self._read_unchecked(table, wanted, convert)
+        fast = self._read_unchecked(table, wanted, convert, parts)
         if fast is not None:
             return fast
         return self._read_slices(checked_sql, table, wanted, convert, unchecked=False)
 
     def _read_unchecked(
-        self, table: str, wanted: dict[str, str], convert: Convert | None = None
+        self,
+        table: str,
+        wanted: dict[str, str],
+        convert: Convert | None = None,
+        parts: int = 1,
     ) -> pl.DataFrame | None:
         """:meth:`read_checked` through the fast query (validate.raw_select_sql) alone.
 
@@ -228,10 +239,58 @@ class ExportDB:
         sql = validate.raw_select_sql(table, self.columns(table), wanted)
         if sql is None:
             return None
+        ranges = self._rowid_ranges(table, parts)
         try:
-            return self._read_slices(sql, table, wanted, convert, unchecked=True)
+            if len(ranges) < 2:
+                return self._read_slices(sql, table, wanted, convert, unchecked=True)
+            with ThreadPoolExecutor(max_workers=len(ranges)) as pool:
+                reads = [
+                    pool.submit(
+                        self._tallied,
+                        f"{sql} WHERE rowid BETWEEN {lo} AND {hi}",
+                        table,
+                        wanted,
+                        convert,
+                    )
+                    for lo, hi in ranges
+                ]
+                results = [r.result() for r in reads]
         except _NeedsCheckedRead:
             return None
+        frames = [f for f, _ in results if f is not None]
+        if not frames:
+            return None
+        total = _Tally()
+        for _, tally in results:
+            total.add(tally)
+        self._note(table, wanted, total)
+        return joined_slices(frames)
+
+    def rowid_range(self, table: str) -> tuple[object, object]:
+        """``table``'s first and last row id (None, None when empty), each a b-tree descent.
+
+        Two queries: SQLite looks up ``MIN(rowid)`` or ``MAX(rowid)`` alone without a
+        scan, but scans the whole table for both in one ``SELECT``.
+        """
+        quoted = validate.quote_ident(table)
+        return (
+            self.scalar(f"SELECT MIN(rowid) FROM {quoted}"),
+            self.scalar(f"SELECT MAX(rowid) FROM {quoted}"),
+        )
+
+    def _rowid_ranges(self, table: str, parts: int) -> list[tuple[int, int]]:
+        """``parts`` row-id ranges of about equal width covering ``table``; one or none
+        where it has no row ids (a WITHOUT ROWID table) or too few rows to split."""
+        if parts < 2:
+            return []
+        try:
+            lo, hi = self.rowid_range(table)
+        except TruncatedTraceError:
+            return []
+        if not isinstance(lo, int) or not isinstance(hi, int) or hi - lo < parts * SLICE_ROWS:
+            return []
+        step = (hi - lo) // parts + 1
+        return [(lo + i * step, min(hi, lo + (i + 1) * step - 1)) for i in range(parts)]
 
     def _read_slices(
         self,
@@ -250,6 +309,20 @@ class ExportDB:
         a cell of another storage class, or a column typed other than integer (the
         checked SQL turns such cells into NULLs and notes them).
         """
+        df, tally = self._tallied(sql, table, wanted, convert, unchecked)
+        if df is not None:
+            self._note(table, wanted, tally)
+        return df
+
+    def _tallied(
+        self,
+        sql: str,
+        table: str,
+        wanted: dict[str, str],
+        convert: Convert | None,
+        unchecked: bool = True,
+    ) -> tuple[pl.DataFrame | None, _Tally]:
+        """:meth:`_read_slices` without its notes: the frame and what checking dropped."""
         try:
             # Closed at once when the read stops part way, not when collected.
             with closing(_adbc_slices(self.path, sql)) as slices:
@@ -267,15 +340,14 @@ class ExportDB:
         wanted: dict[str, str],
         convert: Convert | None,
         unchecked: bool,
-    ) -> pl.DataFrame | None:
-        """``slices`` checked, converted and joined; notes added once all are read."""
+    ) -> tuple[pl.DataFrame | None, _Tally]:
+        """``slices`` checked, converted and joined, with what checking dropped."""
         required = validate.required_model_columns(table, wanted)
-        nulls: dict[str, int] = {}
-        dropped = truncated = 0
+        tally = _Tally()
         parts: list[pl.DataFrame] = []
         for raw in slices:
             if "_empty" in raw.columns:
-                return None
+                return None, tally
             df: pl.DataFrame | None = raw
             if unchecked:
                 df = validate.checked_in_polars(raw, self.bounds)
@@ -283,18 +355,22 @@ class ExportDB:
                     raise _NeedsCheckedRead
             df = validate.decode_binary_columns(df)
             for name, count in validate.null_rows(df, required).items():
-                nulls[name] = nulls.get(name, 0) + count
+                tally.nulls[name] = tally.nulls.get(name, 0) + count
             df, dropped_here = validate.drop_null_required(df, required)
-            dropped += dropped_here
+            tally.dropped += dropped_here
             # The StringIds pool also holds environment blocks and captured logs, cut silently.
             if table != "StringIds":
-                truncated += validate.truncated_count(df)
+                tally.truncated += validate.truncated_count(df)
             parts.append(convert(df) if convert else df)
-        if dropped:
-            self.explain_dropped(table, required, nulls, dropped)
+        return joined_slices(parts), tally
+
+    def _note(self, table: str, wanted: dict[str, str], tally: _Tally) -> None:
+        """The notes of what checking ``table`` dropped or cut, once per read."""
+        if tally.dropped:
+            required = validate.required_model_columns(table, wanted)
+            self.explain_dropped(table, required, tally.nulls, tally.dropped)
         if table != "StringIds":
-            self.note_truncated(table, truncated)
-        return joined_slices(parts)
+            self.note_truncated(table, tally.truncated)
 
     def note_truncated(self, table: str, count: int) -> None:
         if count:
@@ -345,6 +421,21 @@ class ExportDB:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+@dataclass
+class _Tally:
+    """What checking one read dropped (rows, and nulls per required column) or cut."""
+
+    nulls: dict[str, int] = field(default_factory=dict)
+    dropped: int = 0
+    truncated: int = 0
+
+    def add(self, other: _Tally) -> None:
+        for name, count in other.nulls.items():
+            self.nulls[name] = self.nulls.get(name, 0) + count
+        self.dropped += other.dropped
+        self.truncated += other.truncated
 
 
 class _AdbcUnavailable(Exception):
