@@ -138,8 +138,9 @@ def analyze(
     """Every analysis of ``trace``; ``ncu`` is a :func:`nsysan.ingest.ncu.read_ncu_csv` table.
 
     ``detail_tables=False`` leaves out the per-event tables that only the full JSON
-    document shows and nothing else reads (the stagger's per-gap table: a row per gap,
-    hundreds of MB on millions of kernels); every other result is the same.
+    document shows and nothing else reads (the stagger's per-gap table, a row per gap,
+    and the imbalance's bubbles, a row per GPU and iteration: hundreds of MB on
+    millions of kernels); every other result is the same.
     """
     settings = settings or Settings()
     unavailable: dict[str, str] = {}
@@ -207,7 +208,14 @@ def analyze(
             attribute_gaps, trace, gaps.gaps, settings, keys=gaps.keys, transfers=copies
         )
         transfers_job = pool.submit(measure_transfers, trace, windows, busy.intervals)
-        imbalance_job = pool.submit(measure_imbalance, trace, busy.intervals, windows, settings)
+        imbalance_job = pool.submit(
+            measure_imbalance,
+            trace,
+            busy.intervals,
+            windows,
+            settings,
+            per_iteration_table=detail_tables,
+        )
         nccl_job = pool.submit(measure_nccl, trace.kernels, busy.intervals, windows)
         views_job = pool.submit(_device_views, trace, busy, settings)
         launch_job = pool.submit(

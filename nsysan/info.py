@@ -125,7 +125,7 @@ def summarize(
     ``counted``: tables counted instead of read (:func:`nsysan.ingest.load_census`);
     their counts, spans and launch calls come from there. A table counted by its
     stored rows is listed under ``stored_counts`` and has no span: ``span_covers``
-    names the tables the span is taken over, ``kernel_launch_calls`` is None where
+    names the tables with rows the span is taken over, ``kernel_launch_calls`` is None where
     the launches were not counted.
     """
     counted = counted or {}
@@ -149,7 +149,7 @@ def summarize(
             "end": end,
             "duration": (end - start) if start is not None and end is not None else None,
         },
-        "span_covers": [name for name in _SPAN_TABLES if name not in stored],
+        "span_covers": [name for name in _SPAN_TABLES if name not in stored and counts[name]],
         "stored_counts": stored,
         "counts": counts,
         "kernel_launch_calls": launches,

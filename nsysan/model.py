@@ -29,7 +29,7 @@ Schema = dict[str, pl.DataType | type[pl.DataType]]
 
 KERNELS: Schema = {
     "source": pl.Int32,
-    "pid": pl.Int64,
+    "pid": pl.Int32,
     "gpu": pl.Int32,
     "device_id": pl.Int32,
     "context_id": pl.Int64,
@@ -52,7 +52,7 @@ KERNELS: Schema = {
 
 MEMCPY: Schema = {
     "source": pl.Int32,
-    "pid": pl.Int64,
+    "pid": pl.Int32,
     "gpu": pl.Int32,
     "device_id": pl.Int32,
     "context_id": pl.Int64,
@@ -66,7 +66,7 @@ MEMCPY: Schema = {
 
 MEMSET: Schema = {
     "source": pl.Int32,
-    "pid": pl.Int64,
+    "pid": pl.Int32,
     "gpu": pl.Int32,
     "device_id": pl.Int32,
     "context_id": pl.Int64,
@@ -82,7 +82,7 @@ MEMSET: Schema = {
 # ``correlation_id`` is that of the cudaGraphLaunch/cuGraphLaunch call.
 GRAPHS: Schema = {
     "source": pl.Int32,
-    "pid": pl.Int64,
+    "pid": pl.Int32,
     "gpu": pl.Int32,
     "device_id": pl.Int32,
     "context_id": pl.Int64,
@@ -98,8 +98,8 @@ GRAPHS: Schema = {
 # CUDA runtime and driver API calls. ``name`` has the ``_v<N>`` suffix stripped.
 CUDA_API: Schema = {
     "source": pl.Int32,
-    "pid": pl.Int64,
-    "tid": pl.Int64,
+    "pid": pl.Int32,
+    "tid": pl.Int32,
     "correlation_id": pl.Int64,
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,
@@ -110,8 +110,8 @@ CUDA_API: Schema = {
 # bookkeeping events are left out at ingest.
 NVTX: Schema = {
     "source": pl.Int32,
-    "pid": pl.Int64,
-    "tid": pl.Int64,
+    "pid": pl.Int32,
+    "tid": pl.Int32,
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,
     "text": pl.Categorical(),
@@ -120,8 +120,8 @@ NVTX: Schema = {
 
 OSRT: Schema = {
     "source": pl.Int32,
-    "pid": pl.Int64,
-    "tid": pl.Int64,
+    "pid": pl.Int32,
+    "tid": pl.Int32,
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,
     "name": pl.Categorical(),
@@ -131,8 +131,8 @@ OSRT: Schema = {
 # Thread scheduling (SCHED_EVENTS): one row per switch in or out of a CPU.
 SCHED: Schema = {
     "source": pl.Int32,
-    "pid": pl.Int64,
-    "tid": pl.Int64,
+    "pid": pl.Int32,
+    "tid": pl.Int32,
     "time_ns": pl.Int64,
     "cpu": pl.Int32,
     "is_sched_in": pl.Boolean,
@@ -142,7 +142,7 @@ SCHED: Schema = {
 # (nsysan.ingest.resources): ``launches`` and their ``total_ns`` of kernel time.
 LAUNCH_CONFIGS: Schema = {
     "source": pl.Int32,
-    "pid": pl.Int64,
+    "pid": pl.Int32,
     "gpu": pl.Int32,
     "device_id": pl.Int32,
     "short_name": pl.String,
@@ -160,7 +160,7 @@ LAUNCH_CONFIGS: Schema = {
 # --cuda-memory-usage=true): ``bytes_delta`` is + for an allocation, − for a free.
 MEMORY_USAGE: Schema = {
     "source": pl.Int32,
-    "pid": pl.Int64,
+    "pid": pl.Int32,
     "gpu": pl.Int32,
     "device_id": pl.Int32,
     "time_ns": pl.Int64,
@@ -171,8 +171,8 @@ MEMORY_USAGE: Schema = {
 # flush"; NVIDIA's gpu_gaps rule counts them as busy time of the process's GPUs.
 OVERHEAD: Schema = {
     "source": pl.Int32,
-    "pid": pl.Int64,
-    "tid": pl.Int64,
+    "pid": pl.Int32,
+    "tid": pl.Int32,
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,
     "name": pl.String,
@@ -180,14 +180,14 @@ OVERHEAD: Schema = {
 
 THREADS: Schema = {
     "source": pl.Int32,
-    "pid": pl.Int64,
-    "tid": pl.Int64,
+    "pid": pl.Int32,
+    "tid": pl.Int32,
     "name": pl.String,
 }
 
 PROCESSES: Schema = {
     "source": pl.Int32,
-    "pid": pl.Int64,
+    "pid": pl.Int32,
     "name": pl.String,
 }
 

@@ -864,6 +864,7 @@ def measure_imbalance(
     busy: pl.DataFrame,
     windows: pl.DataFrame,
     settings: Settings | None = None,
+    per_iteration_table: bool = True,
 ) -> ImbalanceResult:
     """Busy and compute time per GPU, their skew, the kernels behind it, drift and bubbles.
 
@@ -872,6 +873,8 @@ def measure_imbalance(
         ``BusyResult.intervals``.
     :param windows: ``gpu``, ``window_start_ns``, ``window_end_ns`` (several rows of
         one GPU merge into their hull), e.g. ``BusyResult.windows``.
+    :param per_iteration_table: keep ``bubbles``, a row per GPU and iteration; without
+        it ``bubbles`` is empty and every other field the same.
     """
     settings = settings or Settings()
     if settings.drift_windows < MIN_DRIFT_WINDOWS:
@@ -961,7 +964,7 @@ def measure_imbalance(
         iterations=iterations,
         iteration_source=source,
         iteration_label=label,
-        bubbles=bubbles,
+        bubbles=bubbles if per_iteration_table else bubbles.clear(),
         bubbles_per_gpu=per_gpu_bubbles,
         bubble_share=(fill_share + drain_share)
         if fill_share is not None and drain_share is not None

@@ -26,7 +26,7 @@ CONTEXT_KEYS = ("source", "pid", "context_id", "green_context_id")
 _SCHEMA = {
     "gpu": pl.Int32,
     "source": pl.Int32,
-    "pid": pl.Int64,
+    "pid": pl.Int32,
     "context_id": pl.Int64,
     "green_context_id": pl.Int32,
     "kernels": pl.Int64,

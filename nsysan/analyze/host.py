@@ -278,6 +278,7 @@ def _split(
     Also returns the cause columns that are 0 for every gap: they stay constant
     columns, which take no memory (a dozen columns of millions of rows would).
     """
+    per_cause = {name: values for name, values in per_cause.items() if values.any()}
     zero = pl.lit(0, dtype=pl.Int64)
     t_gap, t_host, t_call = (
         (pl.col("_t_gap"), pl.col("_t_host"), pl.col("_t_call")) if carve else (zero, zero, zero)
@@ -318,6 +319,15 @@ def _split(
         )
         .collect(engine=ENGINE)
     )
+    # A computed cause with no time anywhere (unattributed time where every gap is
+    # explained, say) is a constant column too.
+    computed = [name for name, expr in columns.items() if expr is not None]
+    idle = [
+        name for name in computed if split[name].null_count() == 0 and not (split[name] != 0).any()
+    ]
+    if idle:
+        split = split.with_columns(pl.lit(0, dtype=pl.Int64).alias(name) for name in idle)
+        constant = constant | frozenset(idle)
     # Causes sum to the gap, so a gap with time has a positive largest cause, which a
     # constant 0 column never ties: only the others are compared.
     top = first_largest(

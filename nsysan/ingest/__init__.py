@@ -445,7 +445,7 @@ def _number_gpus(files: list[_FileTables]) -> tuple[pl.DataFrame, pl.DataFrame]:
     devices = pl.concat([f.devices for f in files], how="vertical_relaxed")
     if devices.is_empty():
         return model.empty_frame(model.GPUS), pl.DataFrame(
-            schema={"source": pl.Int32, "pid": pl.Int64, "device_id": pl.Int32, "gpu": pl.Int32}
+            schema={"source": pl.Int32, "pid": pl.Int32, "device_id": pl.Int32, "gpu": pl.Int32}
         )
     first = (
         devices.sort("source", "pci_bus", "device_id", "pid", nulls_last=True)
@@ -479,7 +479,7 @@ def _attach_metric_gpus(
         m = identity.gpu_keys(
             f.metrics_target.with_columns(
                 identity.normalize_bus(pl.col("pci_bus")).alias("pci_bus"),
-                pl.lit(None, dtype=pl.Int64).alias("pid"),
+                pl.lit(None, dtype=pl.Int32).alias("pid"),
                 pl.lit(None, dtype=pl.Int64).alias("device_id"),
             ),
             _host_of(f),

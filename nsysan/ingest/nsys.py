@@ -59,12 +59,12 @@ GENERIC_KEY_SAMPLE_ROWS = 64
 
 def pid_of(global_id: pl.Expr) -> pl.Expr:
     """OS process id from a globalPid or globalTid: ``(v >> 24) & 0xFFFFFF``."""
-    return ((global_id // (1 << 24)) % (1 << 24)).cast(pl.Int64)
+    return ((global_id // (1 << 24)) % (1 << 24)).cast(pl.Int32)
 
 
 def tid_of(global_tid: pl.Expr) -> pl.Expr:
     """OS thread id from a globalTid: ``v & 0xFFFFFF``."""
-    return (global_tid % (1 << 24)).cast(pl.Int64)
+    return (global_tid % (1 << 24)).cast(pl.Int32)
 
 
 def _select(db: ExportDB, table: str, wanted: dict[str, str]) -> str:
@@ -217,7 +217,7 @@ def _kernel_rows(df: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
 #: per file, process and device: the kernels :func:`read_kernel_groups` counts
 KERNEL_GROUPS: model.Schema = {
     "source": pl.Int32,
-    "pid": pl.Int64,
+    "pid": pl.Int32,
     "device_id": pl.Int64,
     "kernels": pl.Int64,
     "inverted": pl.Int64,

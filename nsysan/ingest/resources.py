@@ -81,7 +81,7 @@ def read_memory_usage(db: ExportDB, source: int) -> pl.DataFrame:
     df = db.read(sql)
     if df.is_empty():
         return _empty(model.MEMORY_USAGE)
-    pid = ((pl.col("global_pid") // (1 << 24)) % (1 << 24)).cast(pl.Int64)
+    pid = ((pl.col("global_pid") // (1 << 24)) % (1 << 24)).cast(pl.Int32)
     delta = pl.when(pl.col("operation") == 0).then(pl.col("bytes")).otherwise(-pl.col("bytes"))
     df = df.with_columns(
         pid.alias("pid"),
