@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -202,8 +203,8 @@ def main() -> None:
     ap.add_argument(
         "--only",
         default=None,
-        help="comma-separated words: run only the commands whose name holds one "
-        "(the floor always runs), e.g. --only info,nsys",
+        help="comma-separated words: run only the commands whose name holds one as a "
+        "whole word ('nsys' is not 'nsysan'; the floor always runs), e.g. --only info,nsys",
     )
     args = ap.parse_args()
     trace = build(args.kernels, args.scratch)
@@ -219,7 +220,8 @@ def main() -> None:
             cmds = {
                 name: argv
                 for name, argv in cmds.items()
-                if name.startswith("floor") or any(w in name for w in words)
+                if name.startswith("floor")
+                or any(re.search(rf"\b{re.escape(w)}\b", name) for w in words)
             }
         for round_ in range(args.rounds):
             for name, argv in cmds.items():
