@@ -262,9 +262,9 @@ def test_fast_read_gives_way_to_checked_query_on_a_stray_storage_class(tmp_path:
         db.close()
 
 
-def test_fast_read_nulls_out_of_range_values_like_the_checked_query(tmp_path: Path) -> None:
-    """Range checks (times, device ids, 32-bit columns) match the SQL ones."""
-    path = tmp_path / "range.sqlite"
+def _write_kernel_table(path: Path, rows: list[tuple[int | None, ...]]) -> None:
+    """A kernel table of ``rows`` (start, end, deviceId, streamId, correlationId,
+    globalPid, shortName, greenContextId, gridX) and an empty StringIds."""
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
     conn.execute(
@@ -272,18 +272,26 @@ def test_fast_read_nulls_out_of_range_values_like_the_checked_query(tmp_path: Pa
         "streamId INTEGER, correlationId INTEGER, globalPid INTEGER, shortName INTEGER, "
         "greenContextId INTEGER, gridX INTEGER)"
     )
-    rows = [
-        (100, 200, 0, 7, 1, 1 << 24, 1, None, 4),
-        (2**62, 2**63 - 1, 0, 7, 2, 1 << 24, 1, None, 4),
-        (300, 400, 70_000, 7, 3, 1 << 24, 1, 2**40, 2**33),
-        (500, 600, 1, 7, 4, 1 << 24, 1, 3, 8),
-        (700, 800, 1, 7, 5, 1 << 24, 1, 2**40, 2**33),
-    ]
     conn.executemany(
         "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
     )
     conn.commit()
     conn.close()
+
+
+def test_fast_read_nulls_out_of_range_values_like_the_checked_query(tmp_path: Path) -> None:
+    """Range checks (times, device ids, 32-bit columns) match the SQL ones."""
+    path = tmp_path / "range.sqlite"
+    _write_kernel_table(
+        path,
+        [
+            (100, 200, 0, 7, 1, 1 << 24, 1, None, 4),
+            (2**62, 2**63 - 1, 0, 7, 2, 1 << 24, 1, None, 4),
+            (300, 400, 70_000, 7, 3, 1 << 24, 1, 2**40, 2**33),
+            (500, 600, 1, 7, 4, 1 << 24, 1, 3, 8),
+            (700, 800, 1, 7, 5, 1 << 24, 1, 2**40, 2**33),
+        ],
+    )
     wanted = _FAST_READ_TABLES["CUPTI_ACTIVITY_KIND_KERNEL"]
     db = open_export(path)
     try:
@@ -301,21 +309,12 @@ def test_fast_read_nulls_out_of_range_values_like_the_checked_query(tmp_path: Pa
 
 def _kernel_rows_with_damage(path: Path, n: int) -> None:
     """``n`` kernels, one with an out-of-range start in each half of the row ids."""
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
-    conn.execute(
-        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, "
-        "streamId INTEGER, correlationId INTEGER, globalPid INTEGER, shortName INTEGER, "
-        "greenContextId INTEGER, gridX INTEGER)"
-    )
-    rows = [(i * 10, i * 10 + 5, i % 3, 7, i, 1 << 24, 1, None, 4) for i in range(n)]
+    rows: list[tuple[int | None, ...]] = [
+        (i * 10, i * 10 + 5, i % 3, 7, i, 1 << 24, 1, None, 4) for i in range(n)
+    ]
     for bad in (n // 4, 3 * n // 4):
         rows[bad] = (2**62, 2**62 + 1, 0, 7, bad, 1 << 24, 1, None, 4)
-    conn.executemany(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
-    )
-    conn.commit()
-    conn.close()
+    _write_kernel_table(path, rows)
 
 
 @pytest.mark.parametrize("parts", [2, 3])
