@@ -434,7 +434,7 @@ def _merged_census(
             merged[name] = merged[name] + shifted if name in merged else shifted
     for name, c in merged.items():
         if c.groups is not None:
-            groups = c.groups.with_columns(pl.col("device_id").cast(pl.Int32)).join(
+            groups = c.groups.join(
                 device_gpu, on=["source", "pid", "device_id"], how="left", maintain_order="left"
             )
             merged[name] = dataclasses.replace(c, groups=groups)

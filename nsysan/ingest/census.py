@@ -22,7 +22,6 @@ from typing import Literal
 
 import polars as pl
 
-from nsysan.errors import NsysanError
 from nsysan.ingest import validate
 from nsysan.ingest.sqlite import ExportDB
 
@@ -244,14 +243,11 @@ def stored_rows(db: ExportDB, table: str) -> TableCensus:
     if not db.has(table):
         return EMPTY
     quoted = validate.quote_ident(table)
-    try:
-        lo, hi = db.rowid_range(table)
-    except NsysanError:  # a WITHOUT ROWID table has no rowid column
-        lo = hi = "none"
-    if lo is None:
+    ids = db.rowid_range(table)
+    if ids == (None, None):
         rows = 0
-    elif isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi <= _row_room(db):
-        rows = hi - lo + 1
+    elif ids is not None and _is_count(*ids, room=_row_room(db)):
+        rows = int(ids[1]) - int(ids[0]) + 1  # type: ignore[call-overload]
     else:
         rows = int(db.scalar(f"SELECT COUNT(*) FROM {quoted}") or 0)  # type: ignore[call-overload]
     # Launches are not counted (None), but in an empty table there are none.
@@ -259,6 +255,11 @@ def stored_rows(db: ExportDB, table: str) -> TableCensus:
     return TableCensus(
         rows=rows, inverted=0, start_ns=None, end_ns=None, launch_calls=launches, stored=True
     )
+
+
+def _is_count(lo: object, hi: object, room: int) -> bool:
+    """Whether row ids ``lo..hi`` can number the rows: integers from 1, within ``room``."""
+    return isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi <= room
 
 
 def _row_room(db: ExportDB) -> int:

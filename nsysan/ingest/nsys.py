@@ -218,7 +218,7 @@ def _kernel_rows(df: pl.DataFrame, names: pl.DataFrame) -> pl.DataFrame:
 KERNEL_GROUPS: model.Schema = {
     "source": pl.Int32,
     "pid": pl.Int32,
-    "device_id": pl.Int64,
+    "device_id": pl.Int32,
     "kernels": pl.Int64,
     "inverted": pl.Int64,
     "kernel_time_ns": pl.Int64,
@@ -467,6 +467,19 @@ def read_threads(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame
     )
 
 
+# The host-side tables ``nsysan info`` counts: per model table, the export's table and
+# the columns its reader reads (each with the thread column).
+_THREAD = {"global_tid": "globalTid"}
+_COUNTED_TABLES = {
+    "cuda_api": ("CUPTI_ACTIVITY_KIND_RUNTIME", {**_API_COLUMNS, **_THREAD}),
+    "nvtx": ("NVTX_EVENTS", {**_NVTX_COLUMNS, **_THREAD}),
+    "osrt": ("OSRT_API", {**_OSRT_COLUMNS, **_THREAD}),
+    "sched": ("SCHED_EVENTS", {**_SCHED_COLUMNS, **_THREAD}),
+    "overhead": ("PROFILER_OVERHEAD", {**_OVERHEAD_COLUMNS, **_THREAD}),
+}
+_NVTX_BOOKKEEPING_IDS = ", ".join(str(t) for t in _NVTX_BOOKKEEPING)
+
+
 def census_readers(
     db: ExportDB, api_names: Callable[[], pl.DataFrame], source: int, exact: bool
 ) -> dict[str, Callable[[], pl.DataFrame | census.TableCensus]]:
@@ -479,49 +492,36 @@ def census_readers(
     rows the table stores (:func:`nsysan.ingest.census.stored_rows`), and the kernels,
     then read alone, are read in two row ranges side by side.
     """
+    readers: dict[str, Callable[[], pl.DataFrame | census.TableCensus]]
     if not exact:
-        stored = {
-            "cuda_api": "CUPTI_ACTIVITY_KIND_RUNTIME",
-            "nvtx": "NVTX_EVENTS",
-            "osrt": "OSRT_API",
-            "sched": "SCHED_EVENTS",
-            "overhead": "PROFILER_OVERHEAD",
-        }
-        readers: dict[str, Callable[[], pl.DataFrame | census.TableCensus]] = {
+        readers = {
             name: (lambda table=table: census.stored_rows(db, table))  # type: ignore[misc]
-            for name, table in stored.items()
+            for name, (table, _) in _COUNTED_TABLES.items()
         }
         return {"kernels": lambda: read_kernel_groups(db, source, parts=2), **readers}
+    readers = {
+        name: (lambda table=table, wanted=wanted: census.census_table(db, table, wanted))  # type: ignore[misc]
+        for name, (table, wanted) in _COUNTED_TABLES.items()
+    }
+    nvtx_table, nvtx_wanted = _COUNTED_TABLES["nvtx"]
     return {
+        **readers,
         "kernels": lambda: read_kernel_groups(db, source),
         "cuda_api": lambda: launch_census(db, api_names()),
         "nvtx": lambda: census.census_table(
             db,
-            "NVTX_EVENTS",
-            {**_NVTX_COLUMNS, **_THREAD},
+            nvtx_table,
+            nvtx_wanted,
             keep=("event_type_id", f'"event_type_id" NOT IN ({_NVTX_BOOKKEEPING_IDS})'),
         ),
-        "osrt": lambda: census.census_table(db, "OSRT_API", {**_OSRT_COLUMNS, **_THREAD}),
-        "sched": lambda: census.census_table(db, "SCHED_EVENTS", {**_SCHED_COLUMNS, **_THREAD}),
-        "overhead": lambda: census.census_table(
-            db, "PROFILER_OVERHEAD", {**_OVERHEAD_COLUMNS, **_THREAD}
-        ),
     }
-
-
-_THREAD = {"global_tid": "globalTid"}
-_NVTX_BOOKKEEPING_IDS = ", ".join(str(t) for t in _NVTX_BOOKKEEPING)
 
 
 def launch_census(db: ExportDB, api_names: pl.DataFrame) -> census.TableCensus:
     """The exact census of the CUDA API table, with its kernel launch calls."""
     launch_ids = api_names.filter(pl.col("value").cast(pl.String).str.contains("Launch"))["id"]
-    return census.census_table(
-        db,
-        "CUPTI_ACTIVITY_KIND_RUNTIME",
-        {**_API_COLUMNS, **_THREAD},
-        launch_name_ids=launch_ids.to_list(),
-    )
+    table, wanted = _COUNTED_TABLES["cuda_api"]
+    return census.census_table(db, table, wanted, launch_name_ids=launch_ids.to_list())
 
 
 def read_processes(db: ExportDB, source: int) -> pl.DataFrame:

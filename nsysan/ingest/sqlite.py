@@ -266,27 +266,29 @@ class ExportDB:
         self._note(table, wanted, total)
         return joined_slices(frames)
 
-    def rowid_range(self, table: str) -> tuple[object, object]:
-        """``table``'s first and last row id (None, None when empty), each a b-tree descent.
+    def rowid_range(self, table: str) -> tuple[object, object] | None:
+        """``table``'s first and last row id (None, None when empty), each a b-tree descent;
+        None where it has no row ids (a WITHOUT ROWID table) or they cannot be read.
 
         Two queries: SQLite looks up ``MIN(rowid)`` or ``MAX(rowid)`` alone without a
         scan, but scans the whole table for both in one ``SELECT``.
         """
         quoted = validate.quote_ident(table)
-        return (
-            self.scalar(f"SELECT MIN(rowid) FROM {quoted}"),
-            self.scalar(f"SELECT MAX(rowid) FROM {quoted}"),
-        )
+        try:
+            return (
+                self.scalar(f"SELECT MIN(rowid) FROM {quoted}"),
+                self.scalar(f"SELECT MAX(rowid) FROM {quoted}"),
+            )
+        except TruncatedTraceError:  # "no such column: rowid"; a damaged file fails later
+            return None
 
     def _rowid_ranges(self, table: str, parts: int) -> list[tuple[int, int]]:
         """``parts`` row-id ranges of about equal width covering ``table``; one or none
         where it has no row ids (a WITHOUT ROWID table) or too few rows to split."""
-        if parts < 2:
+        ids = self.rowid_range(table) if parts >= 2 else None
+        if ids is None:
             return []
-        try:
-            lo, hi = self.rowid_range(table)
-        except TruncatedTraceError:
-            return []
+        lo, hi = ids
         if not isinstance(lo, int) or not isinstance(hi, int) or hi - lo < parts * SLICE_ROWS:
             return []
         step = (hi - lo) // parts + 1
