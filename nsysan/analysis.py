@@ -139,8 +139,9 @@ def analyze(
 
     ``detail_tables=False`` leaves out the per-event tables that only the full JSON
     document shows and nothing else reads (the stagger's per-gap table, a row per gap,
-    and the imbalance's bubbles, a row per GPU and iteration: hundreds of MB on
-    millions of kernels); every other result is the same.
+    the imbalance's bubbles, a row per GPU and iteration, and the host attribution's
+    per-gap launch, class, largest cause and NVTX text: hundreds of MB on millions of
+    kernels); every other result is the same.
     """
     settings = settings or Settings()
     unavailable: dict[str, str] = {}
@@ -205,7 +206,13 @@ def analyze(
         # Gap time with a memcpy/memset running is its own cause ("GPU busy with a transfer").
         copies = transfer_intervals(trace)
         host_job = pool.submit(
-            attribute_gaps, trace, gaps.gaps, settings, keys=gaps.keys, transfers=copies
+            attribute_gaps,
+            trace,
+            gaps.gaps,
+            settings,
+            keys=gaps.keys,
+            transfers=copies,
+            per_gap_detail=detail_tables,
         )
         transfers_job = pool.submit(measure_transfers, trace, windows, busy.intervals)
         imbalance_job = pool.submit(
@@ -332,7 +339,11 @@ def _steady_state(
         dominant.per_gpu.select(pl.col("gpu").cast(windows["gpu"].dtype), "steady_start_ns"),
         on="gpu",
     ).select("gpu", pl.col("steady_start_ns").alias("window_start_ns"), "window_end_ns")
-    clipped = gaps.gaps.join(steady.select("gpu", "window_start_ns"), on="gpu").filter(
-        pl.col("start_ns") >= pl.col("window_start_ns")
+    # A filter on each gap's own window start, not a join: no copy of every gap.
+    steady_start = pl.col("gpu").replace_strict(
+        steady["gpu"], steady["window_start_ns"], default=None
     )
-    return dominant, measure_stagger(clipped.select("gpu", "start_ns", "end_ns"), steady)
+    clipped = gaps.gaps.select("gpu", "start_ns", "end_ns").filter(
+        pl.col("start_ns") >= steady_start
+    )
+    return dominant, measure_stagger(clipped, steady)

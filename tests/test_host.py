@@ -23,7 +23,14 @@ from nsysan import model
 from nsysan.analyze import host_launch
 from nsysan.analyze.busy import measure_busy
 from nsysan.analyze.gaps import measure_gaps
-from nsysan.analyze.host import HostResult, _long_shares, _nvtx_table, _per_gpu, attribute_gaps
+from nsysan.analyze.host import (
+    LEAN_GAP_COLUMNS,
+    HostResult,
+    _long_shares,
+    _nvtx_table,
+    _per_gpu,
+    attribute_gaps,
+)
 from nsysan.analyze.host_causes import (
     BLOCKING_OS_CALLS,
     CAUSE_LABELS,
@@ -954,6 +961,29 @@ def test_matches_previous_implementation_on_a_busy_host(seed: int, mode: BusyMod
 @pytest.mark.parametrize("path", sorted((REPO / "fixtures").glob("*.sqlite")), ids=lambda p: p.stem)
 def test_matches_previous_implementation_on_scenarios(path: Path, mode: BusyMode) -> None:
     assert_same_result(*both(nsysan.load_trace([path]), mode))
+
+
+def assert_lean_is_the_full_result_in_part(trace: model.Trace, mode: BusyMode) -> None:
+    settings = Settings(busy_mode=mode)
+    busy = measure_busy(trace, settings)
+    gaps = measure_gaps(busy.intervals, busy.summary, busy.keys)
+    full = attribute_gaps(trace, gaps.gaps, settings, gaps.keys)
+    lean = attribute_gaps(trace, gaps.gaps, settings, gaps.keys, per_gap_detail=False)
+    assert full.gaps.height > 0
+    assert_frame_equal(
+        lean.gaps, full.gaps.select(list(dict.fromkeys([*gaps.keys, *LEAN_GAP_COLUMNS])))
+    )
+    for name in HostResult.__dataclass_fields__:
+        if name != "gaps":
+            a, b = getattr(full, name), getattr(lean, name)
+            assert a.equals(b) if isinstance(a, pl.DataFrame) else a == b, name
+
+
+@pytest.mark.parametrize("mode", ["kernels", "nvidia"])
+def test_without_per_gap_detail_every_other_result_is_the_same(mode: BusyMode) -> None:
+    assert_lean_is_the_full_result_in_part(busy_host(1), mode)
+    for path in sorted((REPO / "fixtures").glob("*.sqlite")):
+        assert_lean_is_the_full_result_in_part(nsysan.load_trace([path]), mode)
 
 
 @pytest.mark.shared

@@ -126,7 +126,19 @@ from nsysan.analyze.host_transfers import transfer_time
 from nsysan.model import Trace
 from nsysan.settings import Settings
 
-__all__ = ["HostResult", "attribute_gaps"]
+__all__ = ["LEAN_GAP_COLUMNS", "HostResult", "attribute_gaps"]
+
+# The per-gap columns the other analyses and the diagnosis read (the gap's unit keys
+# come first); the full JSON document also shows the others (HostResult.gaps).
+LEAN_GAP_COLUMNS = (
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "source",
+    "pid",
+    "tid",
+    *(f"{c}_ns" for c in CAUSES),
+)
 
 # Per-gap labels as Enums: millions of short strings are slow to build.
 _PRIMARY = pl.Enum(PRIMARY_CLASSES)
@@ -145,7 +157,8 @@ class HostResult:
     in the gap), ``nvtx_text`` and ``<cause>_ns`` for every cause in :data:`CAUSES`
     (summing to ``duration_ns``). ``next_kind``, ``primary`` and ``cause`` are
     Enums of those names, ``launch_name`` and ``nvtx_text`` categoricals (all compare
-    equal to the plain strings).
+    equal to the plain strings). Without ``per_gap_detail`` (:func:`attribute_gaps`),
+    only the unit keys and :data:`LEAN_GAP_COLUMNS`.
     ``per_gpu``: one row per GPU: ``gap_count``, ``gap_ns``, gap counts per primary
     class (``<class>_count``), ``<cause>_ns`` and ``<cause>_share`` (of ``gap_ns``;
     they sum to 1; null when the GPU has no gap time), ``host_share`` (the host-side
@@ -268,8 +281,9 @@ def _split(
     has_api: bool,
     no_host_data: bool,
     carve: bool = False,
+    detail: bool = True,
 ) -> tuple[pl.DataFrame, frozenset[str]]:
-    """Adds ``<cause>_ns`` for every cause, ``cause`` and ``nvtx_text`` to each gap.
+    """Adds ``<cause>_ns`` for every cause and, with ``detail``, ``cause`` and ``nvtx_text``.
 
     With ``carve``, ``table`` has the transfer time of each gap in all (``_t_gap``), in
     its host portion (``_t_host``) and in its launch call (``_t_call``): that time is
@@ -309,7 +323,7 @@ def _split(
     )
     split = (
         table.with_columns(pl.Series(name, values) for name, values in per_cause.items())
-        .with_columns(_nvtx_texts(table["_gap"], text_time))
+        .with_columns(*([_nvtx_texts(table["_gap"], text_time)] if detail else []))
         .lazy()
         .with_columns(
             pl.lit(0, dtype=pl.Int64).alias(name)
@@ -328,6 +342,8 @@ def _split(
     if idle:
         split = split.with_columns(pl.lit(0, dtype=pl.Int64).alias(name) for name in idle)
         constant = constant | frozenset(idle)
+    if not detail:
+        return split, constant
     # Causes sum to the gap, so a gap with time has a positive largest cause, which a
     # constant 0 column never ties: only the others are compared.
     top = first_largest(
@@ -376,6 +392,7 @@ def attribute_gaps(
     settings: Settings | None = None,
     keys: Sequence[str] = ("gpu",),
     transfers: pl.DataFrame | None = None,
+    per_gap_detail: bool = True,
 ) -> HostResult:
     """Attribute every gap's time to host-side and GPU-side causes (see the module docstring).
 
@@ -383,6 +400,12 @@ def attribute_gaps(
     its unit keys (:attr:`GapsResult.keys`); ``gpu`` must be among them. ``transfers``
     (``gpu, start_ns, end_ns``, per-GPU memcpy/memset time) is gap time of its own
     cause, ``gpu_transfer``, whatever the host did meanwhile (per-GPU keys only).
+
+    Without ``per_gap_detail``, :attr:`HostResult.gaps` keeps only what the other
+    analyses and the diagnosis read (:data:`LEAN_GAP_COLUMNS`: the gap, its feeding
+    thread and its time per cause), not its next operation, launch call, primary
+    class, largest cause or NVTX text (at 5M gaps, 175 MB less, and the largest cause
+    and NVTX text are not computed); every other result is the same.
     """
     settings = settings or Settings()
     keys = list(keys)
@@ -417,7 +440,10 @@ def attribute_gaps(
         texts.append(group_texts)
     # In group order, not gap order: what reads it sorts or sums it.
     text_time = pl.concat(texts, rechunk=False) if len(texts) > 1 else texts[0]
-    table, constant = _split(table, spent, text_time, has_api, no_host_data, carve)
+    table, constant = _split(
+        table, spent, text_time, has_api, no_host_data, carve, detail=per_gap_detail
+    )
+    del spent
 
     feed = [
         *([pl.col("_feed_source").alias("source")] if "source" not in keys else []),
@@ -430,28 +456,34 @@ def attribute_gaps(
         "duration_ns",
         *feed,
         "tid",
-        pl.col("_kind_rank")
-        .replace_strict(list(range(len(KIND_ORDER))), list(KIND_ORDER), return_dtype=_KIND)
-        .alias("next_kind"),
-        "next_correlation_id",
-        "launch_name",
-        "launch_start_ns",
-        "launch_end_ns",
+        *(
+            [
+                pl.col("_kind_rank")
+                .replace_strict(list(range(len(KIND_ORDER))), list(KIND_ORDER), return_dtype=_KIND)
+                .alias("next_kind"),
+                "next_correlation_id",
+                "launch_name",
+                "launch_start_ns",
+                "launch_end_ns",
+            ]
+            if per_gap_detail
+            else []
+        ),
         "primary",
-        "cause",
-        "nvtx_text",
+        *(["cause", "nvtx_text"] if per_gap_detail else []),
         *(f"{c}_ns" for c in CAUSES),
     )
     gpus = pl.concat(
         [trace.gpus.select(pl.col("gpu").cast(pl.Int32)), out.select(pl.col("gpu").cast(pl.Int32))]
     ).unique()
     per_gpu = _per_gpu(out, gpus, constant)
+    # A gap's number is its row in the table (_gap_table): a gather, not a join.
     nvtx = _nvtx_table(
-        text_time.join(table.select("_gap", "gpu"), on="_gap"),
+        text_time.with_columns(table["gpu"].gather(text_time["_gap"])),
         per_gpu.select("gpu", "gap_ns"),
     )
     return HostResult(
-        gaps=out,
+        gaps=out if per_gap_detail else out.drop("primary"),
         per_gpu=per_gpu,
         shares=_long_shares(per_gpu),
         nvtx=nvtx,
