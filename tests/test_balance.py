@@ -428,6 +428,31 @@ def test_matches_the_reference_implementation(trace: model.Trace) -> None:
             assert expected.get(name, (0, 0)) == (time_ns, count)
 
 
+@settings(max_examples=30, deadline=None)
+@given(_balance_traces())
+def test_without_the_per_iteration_table_every_other_result_is_the_same(
+    trace: model.Trace,
+) -> None:
+    s = Settings()
+    busy = measure_busy(trace, s)
+    full = measure_imbalance(trace, busy.intervals, busy.windows, s)
+    lean = measure_imbalance(trace, busy.intervals, busy.windows, s, per_iteration_table=False)
+    assert lean.bubbles.is_empty() and lean.bubbles.schema == full.bubbles.schema
+    for name in ImbalanceResult.__dataclass_fields__:
+        if name != "bubbles":
+            a, b = getattr(full, name), getattr(lean, name)
+            assert a.equals(b) if isinstance(a, pl.DataFrame) else a == b, name
+
+
+def test_without_the_per_iteration_table_the_bubble_sums_stay() -> None:
+    trace = _pipeline(nvtx=True)
+    s = Settings()
+    busy = measure_busy(trace, s)
+    lean = measure_imbalance(trace, busy.intervals, busy.windows, s, per_iteration_table=False)
+    assert lean.bubbles.is_empty() and lean.bubble_share == pytest.approx(0.4)
+    assert lean.bubbles_per_gpu["fill_ns"].to_list() == [0, 120]
+
+
 @settings(max_examples=15, deadline=None)
 @given(_balance_traces(), st.randoms(use_true_random=False))
 def test_result_does_not_depend_on_kernel_order(trace: model.Trace, rng: Any) -> None:

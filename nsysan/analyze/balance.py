@@ -800,15 +800,21 @@ def _iteration_busy(iterations: pl.DataFrame, union: pl.DataFrame) -> pl.DataFra
 
 
 def _bubbles(
-    iterations: pl.DataFrame, busy: dict[int, pl.DataFrame]
+    iterations: pl.DataFrame, busy: dict[int, pl.DataFrame], rows: bool = True
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per (iteration, GPU of ``busy``) the busy, idle, fill and drain time; their sums per GPU."""
+    """Per (iteration, GPU of ``busy``) the busy, idle, fill and drain time; their sums per GPU.
+
+    Without ``rows``, only the sums: the per-iteration table comes back empty (a GPU's
+    rows are summed and dropped before the next GPU's are made).
+    """
     # The iterations are contiguous, so their starts and ends are each in time order,
     # as the as-of joins need.
     bounds = iterations.select(START, END)
     length = pl.col(END) - pl.col(START)
-    frames = [
-        pl.concat(
+    times = ("iteration_ns", "busy_ns", "idle_ns", "fill_ns", "drain_ns")
+    frames, sums = [], []
+    for gpu, table in busy.items():
+        frame = pl.concat(
             [iterations.select("iteration", START, END), _iteration_busy(bounds, table)],
             how="horizontal",
         ).select(
@@ -822,17 +828,15 @@ def _bubbles(
             "fill_ns",
             "drain_ns",
         )
-        for gpu, table in busy.items()
-    ]
-    times = ("iteration_ns", "busy_ns", "idle_ns", "fill_ns", "drain_ns")
-    sums = [
-        frame.select(
-            pl.lit(gpu, pl.Int32).alias(GPU),
-            pl.len().cast(pl.Int64).alias("iterations"),
-            *[pl.col(c).sum() for c in times],
+        sums.append(
+            frame.select(
+                pl.lit(gpu, pl.Int32).alias(GPU),
+                pl.len().cast(pl.Int64).alias("iterations"),
+                *[pl.col(c).sum() for c in times],
+            )
         )
-        for gpu, frame in zip(busy, frames, strict=True)
-    ]
+        if rows:
+            frames.append(frame)
     # The schemas first, for a trace without GPUs. Iteration by iteration, the GPUs in
     # ascending order (``busy``): row k of GPU g goes to k * GPUs + g.
     bubbles = pl.concat([pl.DataFrame(schema=_BUBBLES), *frames])
@@ -934,9 +938,9 @@ def measure_imbalance(
             "GPU time span, and no GPU runs a repeating kernel sequence)"
         )
     else:
-        bubbles, per_gpu_bubbles = _bubbles(iterations, busy_by_gpu)
+        bubbles, per_gpu_bubbles = _bubbles(iterations, busy_by_gpu, rows=per_iteration_table)
         reason = ""
-    totals = bubbles.select(pl.col("iteration_ns", "fill_ns", "drain_ns").sum())
+    totals = per_gpu_bubbles.select(pl.col("iteration_ns", "fill_ns", "drain_ns").sum())
     length = int(totals.item(0, "iteration_ns") or 0)
 
     def total_share(col: str) -> float | None:
@@ -964,7 +968,7 @@ def measure_imbalance(
         iterations=iterations,
         iteration_source=source,
         iteration_label=label,
-        bubbles=bubbles if per_iteration_table else bubbles.clear(),
+        bubbles=bubbles,
         bubbles_per_gpu=per_gpu_bubbles,
         bubble_share=(fill_share + drain_share)
         if fill_share is not None and drain_share is not None

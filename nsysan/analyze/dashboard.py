@@ -337,6 +337,10 @@ def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
     return int(reach[0] - starts[0]) + int((reach[1:] - covered_from).sum())
 
 
+# Elements per block when summing segment lengths (bounds the temporary arrays).
+_SUM_BLOCK = 1 << 20
+
+
 def _disagreement_ns(busy: dict[int, _Busy], start_ns: int, end_ns: int, gpu_count: int) -> int:
     """Time in ``[start_ns, end_ns)`` during which some but not all GPUs run a kernel.
 
@@ -354,13 +358,22 @@ def _disagreement_ns(busy: dict[int, _Busy], start_ns: int, end_ns: int, gpu_cou
         busy_ns = sum(int(np.diff(union.busy_before(span))[0]) for union in busy.values())
         return 2 * either_ns - busy_ns
     # The unions are disjoint per GPU, so the running sum of +1/-1 events is the
-    # number of GPUs running a kernel.
+    # number of GPUs running a kernel. At millions of kernels each array here is tens
+    # of MB: the narrowest types, each freed once used, the lengths summed by blocks.
+    count = len(starts)
     times = np.concatenate([starts, ends])
+    del starts, ends
     order = np.argsort(times, kind="stable")
-    running = np.cumsum(np.where(order < len(starts), 1, -1))
-    t = times[order]
+    running = np.cumsum(np.where(order < count, np.int8(1), np.int8(-1)), dtype=np.int32)
+    times = times[order]
+    del order
     mixed = (running[:-1] > 0) & (running[:-1] < gpu_count)
-    return int((t[1:] - t[:-1])[mixed].sum())
+    del running
+    total = 0
+    for lo in range(0, len(mixed), _SUM_BLOCK):
+        hi = min(lo + _SUM_BLOCK, len(mixed))
+        total += int((times[lo + 1 : hi + 1] - times[lo:hi])[mixed[lo:hi]].sum())
+    return total
 
 
 def _common(

@@ -417,6 +417,9 @@ def attribute_gaps(
     no_host_data = any(not caps.has(t) for t in HOST_TABLES)
 
     table = _gap_table(trace, gaps, keys, has_api, settings.launch_slack_ns)
+    if not per_gap_detail:
+        # Held while every group is attributed; only the detail shows them.
+        table = table.drop("next_correlation_id", "launch_name", "_kind_rank", "launch_end_ns")
     threads, portions = _host_portions(table)
     signature = gil_threads(trace.osrt.join(threads, on=list(THREAD_KEYS), how="semi"))
     carve = transfers is not None and transfers.height > 0 and keys == ["gpu"]

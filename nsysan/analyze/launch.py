@@ -103,20 +103,21 @@ def measure_launch(
     w = windows.select(
         pl.col("gpu").cast(pl.Int32), "window_start_ns", "window_end_ns"
     ).with_columns((pl.col("window_end_ns") - pl.col("window_start_ns")).alias("window_ns"))
+
+    # Each kernel's own window by a look-up, not a join: no window columns beside
+    # millions of kernels (a GPU without a window looks up null and is left out).
+    def window(col: str) -> pl.Expr:
+        return pl.col("gpu").replace_strict(w["gpu"], w[col], default=None)
+
     inside = (
         kernels.lazy()
-        .filter(pl.col("gpu").is_not_null())
-        .select(
-            pl.col("gpu").cast(pl.Int32),
-            "start_ns",
-            (pl.col("end_ns") - pl.col("start_ns")).alias("_d"),
-        )
-        .join(w.lazy(), on="gpu")
+        .select(pl.col("gpu").cast(pl.Int32), "start_ns", "end_ns")
         .filter(
-            (pl.col("start_ns") >= pl.col("window_start_ns"))
-            & (pl.col("start_ns") < pl.col("window_end_ns"))
+            pl.col("gpu").is_not_null()
+            & (pl.col("start_ns") >= window("window_start_ns"))
+            & (pl.col("start_ns") < window("window_end_ns"))
         )
-        .select("gpu", "_d")
+        .select("gpu", (pl.col("end_ns") - pl.col("start_ns")).alias("_d"))
         .collect()
     )
     small = pl.col("_d") < SMALL_KERNEL_NS
@@ -177,9 +178,12 @@ def measure_launch(
     )
     durations = _durations(inside, w)
     kernel_ns = (
-        kernels.filter(pl.col("gpu").is_not_null())
-        .group_by(pl.col("gpu").cast(pl.Int32))
-        .agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("_gpu_ns"))
+        kernels.lazy()
+        .select(pl.col("gpu").cast(pl.Int32), (pl.col("end_ns") - pl.col("start_ns")).alias("_d"))
+        .filter(pl.col("gpu").is_not_null())
+        .group_by("gpu")
+        .agg(pl.col("_d").sum().alias("_gpu_ns"))
+        .collect()
     )
     configs = _configs(launch_configs, kernel_ns)
     return LaunchResult(
