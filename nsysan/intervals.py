@@ -32,7 +32,7 @@ replaces the sort, and the result is the same.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import polars as pl
@@ -552,6 +552,40 @@ def merge_arrays(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.n
     opens = np.concatenate(([True], s[1:] > e[:-1]))
     closes = np.concatenate((opens[1:], [True]))
     return s[opens], e[closes]
+
+
+# Elements per block when summing segment lengths (bounds the temporary arrays).
+_SEGMENT_BLOCK = 1 << 20
+
+
+def time_where_open(
+    starts: np.ndarray, ends: np.ndarray, keep: Callable[[np.ndarray], np.ndarray]
+) -> int:
+    """Total time during which the number of open intervals satisfies ``keep``.
+
+    ``starts`` and ``ends`` are the bounds of the intervals (int64 arrays, one pair per
+    interval, in any order); ``keep`` maps an int32 array of counts to booleans. The
+    count changes at instants only, so events at one instant need no order (what is
+    between them has length 0). Exact in int64; at millions of intervals each array
+    here is tens of MB, so the narrowest types, each freed once used, and the lengths
+    summed in blocks.
+    """
+    count = len(starts)
+    times = np.concatenate([starts, ends])
+    if times.size == 0:
+        return 0
+    # Sorted runs (one set of intervals after another) merge fast in a stable sort.
+    order = np.argsort(times, kind="stable")
+    level = np.cumsum(np.where(order < count, np.int8(1), np.int8(-1)), dtype=np.int32)
+    times = times[order]
+    del order
+    selected = keep(level[:-1])
+    del level
+    total = 0
+    for lo in range(0, len(selected), _SEGMENT_BLOCK):
+        hi = min(lo + _SEGMENT_BLOCK, len(selected))
+        total += int((times[lo + 1 : hi + 1] - times[lo:hi])[selected[lo:hi]].sum())
+    return total
 
 
 def rows_by_unit(units: np.ndarray, wanted: Sequence[int]) -> dict[int, slice | np.ndarray]:

@@ -45,7 +45,7 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
-from nsysan.intervals import clip_disjoint, clip_to_windows, rows_by_unit
+from nsysan.intervals import clip_disjoint, clip_to_windows, rows_by_unit, time_where_open
 from nsysan.settings import Settings
 
 __all__ = [
@@ -337,10 +337,6 @@ def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
     return int(reach[0] - starts[0]) + int((reach[1:] - covered_from).sum())
 
 
-# Elements per block when summing segment lengths (bounds the temporary arrays).
-_SUM_BLOCK = 1 << 20
-
-
 def _disagreement_ns(busy: dict[int, _Busy], start_ns: int, end_ns: int, gpu_count: int) -> int:
     """Time in ``[start_ns, end_ns)`` during which some but not all GPUs run a kernel.
 
@@ -357,23 +353,8 @@ def _disagreement_ns(busy: dict[int, _Busy], start_ns: int, end_ns: int, gpu_cou
         span = np.array([start_ns, end_ns], dtype=np.int64)
         busy_ns = sum(int(np.diff(union.busy_before(span))[0]) for union in busy.values())
         return 2 * either_ns - busy_ns
-    # The unions are disjoint per GPU, so the running sum of +1/-1 events is the
-    # number of GPUs running a kernel. At millions of kernels each array here is tens
-    # of MB: the narrowest types, each freed once used, the lengths summed by blocks.
-    count = len(starts)
-    times = np.concatenate([starts, ends])
-    del starts, ends
-    order = np.argsort(times, kind="stable")
-    running = np.cumsum(np.where(order < count, np.int8(1), np.int8(-1)), dtype=np.int32)
-    times = times[order]
-    del order
-    mixed = (running[:-1] > 0) & (running[:-1] < gpu_count)
-    del running
-    total = 0
-    for lo in range(0, len(mixed), _SUM_BLOCK):
-        hi = min(lo + _SUM_BLOCK, len(mixed))
-        total += int((times[lo + 1 : hi + 1] - times[lo:hi])[mixed[lo:hi]].sum())
-    return total
+    # The unions are disjoint per GPU: the open intervals are the GPUs running a kernel.
+    return time_where_open(starts, ends, lambda running: (running > 0) & (running < gpu_count))
 
 
 def _common(

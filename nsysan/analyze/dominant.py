@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from nsysan.intervals import rows_by_unit, sort_if_needed
+from nsysan.intervals import rows_by_unit, sort_if_needed, time_where_open
 
 __all__ = ["DOMINANT_GAP_SHARE", "WARMUP_BUSY_SHARE", "DominantResult", "measure_dominant"]
 
@@ -69,16 +69,10 @@ def _all_idle(gaps: pl.DataFrame, gpus: list[int], start: int, end: int) -> int:
         keep = e > s
         starts.append(s[keep])
         ends.append(e[keep])
-    times = np.concatenate([*starts, *ends])
-    if times.size == 0:
-        return 0
-    steps = np.concatenate(
-        [np.ones(sum(a.size for a in starts)), -np.ones(sum(a.size for a in ends))]
+    # Each GPU's gaps are disjoint: the open intervals are the GPUs inside a gap.
+    return time_where_open(
+        np.concatenate(starts), np.concatenate(ends), lambda idle: idle == len(gpus)
     )
-    order = np.lexsort((steps, times))  # at one instant, ends (-1) before starts (+1)
-    times, level = times[order], np.cumsum(steps[order])
-    full = level[:-1] == len(gpus)
-    return int(np.sum(np.diff(times)[full]))
 
 
 def measure_dominant(
