@@ -404,7 +404,7 @@ def attribute_gaps(
     Without ``per_gap_detail``, :attr:`HostResult.gaps` keeps only what the other
     analyses and the diagnosis read (:data:`LEAN_GAP_COLUMNS`: the gap, its feeding
     thread and its time per cause), not its next operation, launch call, primary
-    class, largest cause or NVTX text (at 5M gaps, 175 MB less, and the largest cause
+    class, largest cause or NVTX text (at 5M gaps, ~0.2 GB less, and the largest cause
     and NVTX text are not computed); every other result is the same.
     """
     settings = settings or Settings()
