@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from unittest import mock
 
 import numpy as np
 import polars as pl
@@ -10,11 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nsysan import intervals
 from nsysan.intervals import (
     clip_to_windows,
     complement_in,
     intersect_intervals,
     overlap_with,
+    time_where_open,
     total_length,
     union_intervals,
     union_one_unit,
@@ -512,11 +515,6 @@ def test_null_groups_are_groups_of_their_own() -> None:
 def test_time_where_open_counts_every_nanosecond(
     spans: list[tuple[int, int]], low: int, width: int
 ) -> None:
-    from unittest import mock
-
-    from nsysan import intervals
-    from nsysan.intervals import time_where_open
-
     starts = np.array([s for s, _ in spans], dtype=np.int64)
     ends = np.array([s + d for s, d in spans], dtype=np.int64)
     open_at = [sum(s <= t < e for s, e in zip(starts, ends, strict=True)) for t in range(90)]

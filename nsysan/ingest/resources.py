@@ -21,6 +21,7 @@ import polars as pl
 
 from nsysan import model
 from nsysan.ingest import validate
+from nsysan.ingest.nsys import pid_of
 from nsysan.ingest.sqlite import ExportDB
 
 __all__ = ["DEVICE_MEMORY_KINDS", "launch_configs", "read_memory_usage"]
@@ -81,7 +82,7 @@ def read_memory_usage(db: ExportDB, source: int) -> pl.DataFrame:
     df = db.read(sql)
     if df.is_empty():
         return _empty(model.MEMORY_USAGE)
-    pid = ((pl.col("global_pid") // (1 << 24)) % (1 << 24)).cast(pl.Int32)
+    pid = pid_of(pl.col("global_pid"))
     delta = pl.when(pl.col("operation") == 0).then(pl.col("bytes")).otherwise(-pl.col("bytes"))
     df = df.with_columns(
         pid.alias("pid"),
