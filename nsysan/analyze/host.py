@@ -187,10 +187,13 @@ def _clamp(col: str) -> pl.Expr:
 
 
 _LAUNCHED = pl.col("launch_start_ns").is_not_null()
+# After classification: the clamped launch start is null exactly without a launch call
+# (the lean table keeps it, not the launch start).
+_HAS_LAUNCH = pl.col("_l").is_not_null()
 
 
 def _classified(table: pl.LazyFrame, has_api: bool, slack_ns: int) -> pl.LazyFrame:
-    """Adds ``primary``, ``duration_ns`` and the launch call clamped into the gap (``_l, _le``)."""
+    """Adds ``primary`` and the launch call clamped into the gap (``_l, _le``)."""
     return table.with_columns(
         pl.when(pl.lit(not has_api))
         .then(pl.lit("no_data", dtype=_PRIMARY))
@@ -200,7 +203,6 @@ def _classified(table: pl.LazyFrame, has_api: bool, slack_ns: int) -> pl.LazyFra
         .then(pl.lit("launched_late", dtype=_PRIMARY))
         .otherwise(pl.lit("gpu_wait", dtype=_PRIMARY))
         .alias("primary"),
-        (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
         pl.when(_LAUNCHED).then(_clamp("launch_start_ns")).alias("_l"),
         pl.when(_LAUNCHED).then(_clamp("launch_end_ns")).alias("_le"),
     )
@@ -228,7 +230,7 @@ def _host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """
     with_host = (
         table.lazy()
-        .filter(_LAUNCHED & (pl.col("_l") > pl.col("start_ns")))
+        .filter(_HAS_LAUNCH & (pl.col("_l") > pl.col("start_ns")))
         .select(
             "_gap",
             pl.col("_feed_source").alias("source"),
@@ -277,27 +279,29 @@ def _host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 def _split(
     table: pl.DataFrame,
     per_cause: dict[str, np.ndarray],
-    text_time: pl.DataFrame,
+    text_time: pl.DataFrame | None,
     has_api: bool,
     no_host_data: bool,
-    carve: bool = False,
-    detail: bool = True,
+    carved: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, frozenset[str]]:
-    """Adds ``<cause>_ns`` for every cause and, with ``detail``, ``cause`` and ``nvtx_text``.
+    """Adds ``duration_ns``, ``<cause>_ns`` for every cause and, with the per-gap NVTX
+    ``text_time``, ``cause`` and ``nvtx_text``.
 
-    With ``carve``, ``table`` has the transfer time of each gap in all (``_t_gap``), in
-    its host portion (``_t_host``) and in its launch call (``_t_call``): that time is
-    ``gpu_transfer`` and leaves the positional parts it falls in.
+    ``carved`` (:func:`~nsysan.analyze.host_transfers.transfer_time`) has the transfer
+    time of the gaps that meet one, in all (``_t_gap``), in its host portion
+    (``_t_host``) and in its launch call (``_t_call``): that time is ``gpu_transfer``
+    and leaves the positional parts it falls in.
 
     Also returns the cause columns that are 0 for every gap: they stay constant
     columns, which take no memory (a dozen columns of millions of rows would).
     """
     per_cause = {name: values for name, values in per_cause.items() if values.any()}
+    carve = carved is not None
     zero = pl.lit(0, dtype=pl.Int64)
     t_gap, t_host, t_call = (
         (pl.col("_t_gap"), pl.col("_t_host"), pl.col("_t_call")) if carve else (zero, zero, zero)
     )
-    host_len = pl.when(_LAUNCHED).then(pl.col("_l") - pl.col("start_ns") - t_host).otherwise(0)
+    host_len = pl.when(_HAS_LAUNCH).then(pl.col("_l") - pl.col("start_ns") - t_host).otherwise(0)
     rest = host_len - pl.sum_horizontal(pl.lit(0), *(pl.col(name) for name in per_cause))
     columns: dict[str, pl.Expr | None] = {f"{c}_ns": None for c in CAUSES}
     if carve:
@@ -308,22 +312,27 @@ def _split(
     else:
         columns["unattributed_no_data_ns" if no_host_data else "unattributed_ns"] = rest
         columns["launch_call_ns"] = (
-            pl.when(_LAUNCHED).then(pl.col("_le") - pl.col("_l") - t_call).otherwise(0)
+            pl.when(_HAS_LAUNCH).then(pl.col("_le") - pl.col("_l") - t_call).otherwise(0)
         )
         columns["gpu_wait_ns"] = (
-            pl.when(_LAUNCHED)
+            pl.when(_HAS_LAUNCH)
             .then(pl.col("end_ns") - pl.col("_le") - (t_gap - t_host - t_call))
             .otherwise(0)
         )
         columns["no_launch_record_ns"] = (
-            pl.when(_LAUNCHED).then(0).otherwise(pl.col("duration_ns") - t_gap)
+            pl.when(_HAS_LAUNCH).then(0).otherwise(pl.col("duration_ns") - t_gap)
         )
     constant = frozenset(
         name for name, expr in columns.items() if expr is None and name not in per_cause
     )
+    detail = text_time is not None
     split = (
-        table.with_columns(pl.Series(name, values) for name, values in per_cause.items())
-        .with_columns(*([_nvtx_texts(table["_gap"], text_time)] if detail else []))
+        table.with_columns(
+            (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
+            *(pl.Series(name, values) for name, values in per_cause.items()),
+            *(_carved_columns(carved, table.height) if carved is not None else []),
+            *([_nvtx_texts(table["_gap"], text_time)] if text_time is not None else []),
+        )
         .lazy()
         .with_columns(
             pl.lit(0, dtype=pl.Int64).alias(name)
@@ -354,6 +363,17 @@ def _split(
         list(range(len(CAUSES))), list(CAUSES), default=None, return_dtype=_CAUSE
     )
     return split.with_columns(cause.alias("cause")), constant
+
+
+def _carved_columns(carved: pl.DataFrame, n: int) -> list[pl.Series]:
+    """The transfer time columns of every one of ``n`` gaps, 0 where none met a transfer."""
+    rows = carved["_gap"].to_numpy()
+    columns = []
+    for name in ("_t_gap", "_t_host", "_t_call"):
+        values = np.zeros(n, dtype=np.int64)
+        values[rows] = carved[name].to_numpy()
+        columns.append(pl.Series(name, values))
+    return columns
 
 
 def _largest(columns: Sequence[str], names: Sequence[str]) -> pl.Expr:
@@ -418,16 +438,19 @@ def attribute_gaps(
 
     table = _gap_table(trace, gaps, keys, has_api, settings.launch_slack_ns)
     if not per_gap_detail:
-        # Held while every group is attributed; only the detail shows them.
-        table = table.drop("next_correlation_id", "launch_name", "_kind_rank", "launch_end_ns")
+        # Held while every group is attributed; only the detail shows them (the
+        # clamped launch start, _l, says whether there is a launch call).
+        table = table.drop(
+            "next_correlation_id", "launch_name", "_kind_rank", "launch_start_ns", "launch_end_ns"
+        )
     threads, portions = _host_portions(table)
     signature = gil_threads(trace.osrt.join(threads, on=list(THREAD_KEYS), how="semi"))
-    carve = transfers is not None and transfers.height > 0 and keys == ["gpu"]
-    pieces = None
-    if carve:
-        assert transfers is not None
-        table, pieces = transfer_time(table, portions, transfers)
+    carved = pieces = None
+    if transfers is not None and transfers.height > 0 and keys == ["gpu"]:
+        carved, pieces = transfer_time(table, portions, transfers)
     spent: dict[str, np.ndarray] = {}
+    # Per gap and NVTX text for the detail (each gap's text); else summed per GPU
+    # group by group, since that is all the rest reads (10M rows at 5M gaps).
     texts = []
     # A portion, and its pieces under transfers, are on one thread: each gap's times
     # come from the one group that has its portion.
@@ -440,11 +463,11 @@ def attribute_gaps(
         gap = group_portions["_gap"].to_numpy()
         for name, values in group_spent.items():
             spent.setdefault(name, np.zeros(table.height, dtype=np.int64))[gap] = values
-        texts.append(group_texts)
+        texts.append(group_texts if per_gap_detail else _texts_per_gpu(group_texts, table["gpu"]))
     # In group order, not gap order: what reads it sorts or sums it.
     text_time = pl.concat(texts, rechunk=False) if len(texts) > 1 else texts[0]
     table, constant = _split(
-        table, spent, text_time, has_api, no_host_data, carve, detail=per_gap_detail
+        table, spent, text_time if per_gap_detail else None, has_api, no_host_data, carved
     )
     del spent
 
@@ -480,9 +503,8 @@ def attribute_gaps(
         [trace.gpus.select(pl.col("gpu").cast(pl.Int32)), out.select(pl.col("gpu").cast(pl.Int32))]
     ).unique()
     per_gpu = _per_gpu(out, gpus, constant)
-    # A gap's number is its row in the table (_gap_table): a gather, not a join.
     nvtx = _nvtx_table(
-        text_time.with_columns(table["gpu"].gather(text_time["_gap"])),
+        _texts_per_gpu(text_time, table["gpu"]) if per_gap_detail else text_time,
         per_gpu.select("gpu", "gap_ns"),
     )
     return HostResult(
@@ -588,7 +610,18 @@ def _long_shares(per_gpu: pl.DataFrame) -> pl.DataFrame:
     ).sort("gpu")
 
 
+def _texts_per_gpu(text_time: pl.DataFrame, gpu: pl.Series) -> pl.DataFrame:
+    """``text_time`` (per gap and text) summed per GPU and text; ``gpu`` is each gap's GPU."""
+    # A gap's number is its row in the gap table (_gap_table): a gather, not a join.
+    return (
+        text_time.with_columns(gpu.gather(text_time["_gap"]))
+        .group_by("gpu", "nvtx_text")
+        .agg(pl.col("nvtx_ns").sum(), pl.col("covered_ns").sum())
+    )
+
+
 def _nvtx_table(text_time: pl.DataFrame, gap_ns: pl.DataFrame) -> pl.DataFrame:
+    """Per GPU and text, from ``text_time`` (``gpu, nvtx_text, nvtx_ns, covered_ns`` rows)."""
     return (
         text_time.group_by(pl.col("gpu").cast(pl.Int32), "nvtx_text")
         .agg(pl.col("nvtx_ns").sum().cast(pl.Int64), pl.col("covered_ns").sum().cast(pl.Int64))

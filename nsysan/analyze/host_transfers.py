@@ -65,12 +65,14 @@ def transfer_time(
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Each gap's time with a transfer running on its GPU, by where it falls.
 
-    Adds ``_t_gap`` (in the whole gap), ``_t_host`` (in its host portion ``[S, l)``)
-    and ``_t_call`` (in its launch call ``[l, le)``) to ``table``; returns also the
-    pieces of the host portions under a transfer (``_gap, _th, start_ns, end_ns``,
-    None when there are none): the host causes' time in them
-    (:func:`~nsysan.analyze.host_timeline.cause_time_per_gap`) comes out of those
-    causes.
+    Returns, for the gaps (rows of ``table``) that meet a transfer, ``_gap`` (the
+    row), ``_t_gap`` (transfer time in the whole gap), ``_t_host`` (in its host
+    portion ``[S, l)``) and ``_t_call`` (in its launch call ``[l, le)``): a few rows
+    where transfers are few, not a column per gap held while the groups are
+    attributed. Returns also the pieces of the host portions under a transfer
+    (``_gap, _th, start_ns, end_ns``, None when there are none): the host causes'
+    time in them (:func:`~nsysan.analyze.host_timeline.cause_time_per_gap`) comes
+    out of those causes.
     """
     n = table.height
     iv = transfers.select(pl.col("gpu").cast(table.schema["gpu"]), "start_ns", "end_ns")
@@ -79,22 +81,28 @@ def transfer_time(
     launch = table.select(pl.coalesce("_l", "start_ns")).to_series().to_numpy()
     returned = table.select(pl.coalesce("_le", "start_ns")).to_series().to_numpy()
     l_at, le_at = launch[gap], returned[gap]
+    met, slot = np.unique(gap, return_inverse=True)
 
     def per_gap(lengths: np.ndarray) -> np.ndarray:
-        return np.bincount(gap, weights=np.clip(lengths, 0, None), minlength=n).astype(np.int64)
+        weights = np.clip(lengths, 0, None)
+        return np.bincount(slot, weights=weights, minlength=len(met)).astype(np.int64)
 
     host_end = np.minimum(hi, l_at)
-    table = table.with_columns(
-        pl.Series("_t_gap", per_gap(hi - lo)),
-        pl.Series("_t_host", per_gap(host_end - lo)),
-        pl.Series("_t_call", per_gap(np.minimum(hi, le_at) - np.maximum(lo, l_at))),
+    call = np.minimum(hi, le_at) - np.maximum(lo, l_at)
+    carved = pl.DataFrame(
+        [
+            pl.Series("_gap", met.astype(np.uint32)).cast(table.schema["_gap"]),
+            pl.Series("_t_gap", per_gap(hi - lo), dtype=pl.Int64),
+            pl.Series("_t_host", per_gap(host_end - lo), dtype=pl.Int64),
+            pl.Series("_t_call", per_gap(call), dtype=pl.Int64),
+        ]
     )
     # The host portions' pieces under a transfer, with their gap's feeding thread.
     thread = np.full(n, -1, dtype=np.int64)
     thread[portions["_gap"].to_numpy()] = portions[THREAD_NUMBER].to_numpy()
     host = (host_end > lo) & (thread[gap] >= 0) & (lo >= start[gap])
     if not host.any():
-        return table, None
+        return carved, None
     pieces = pl.DataFrame(
         {
             "_gap": gap[host].astype(np.uint32),
@@ -106,4 +114,4 @@ def transfer_time(
         pl.col("_gap").cast(portions.schema["_gap"]),
         pl.col(THREAD_NUMBER).cast(portions.schema[THREAD_NUMBER]),
     )
-    return table, pieces
+    return carved, pieces
