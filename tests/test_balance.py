@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from nsysan import model
-from nsysan.analyze import balance
+from nsysan.analyze import balance_iterations
 from nsysan.analyze.balance import (
     KERNEL_DIFF_TOP_N,
     OTHER_KERNELS,
@@ -269,7 +269,7 @@ def test_long_periods_take_the_same_phase(monkeypatch: pytest.MonkeyPatch) -> No
         ]
     trace = _trace(kernels)
     looped = _measure(trace)
-    monkeypatch.setattr(balance, "MEDIAN_LOOP_PHASES", 0)
+    monkeypatch.setattr(balance_iterations, "MEDIAN_LOOP_PHASES", 0)
     grouped = _measure(trace)
     assert looped.iteration_label == grouped.iteration_label
     assert looped.iteration_label is not None and "every 5 kernels from a" in looped.iteration_label

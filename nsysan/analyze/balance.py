@@ -28,21 +28,32 @@ Definition (docs/metrics/balance.md):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-import numpy as np
 import polars as pl
 
-from nsysan.errors import SettingsError
-from nsysan.intervals import (
-    clip_to_windows,
-    is_union_inside,
-    union_intervals,
-    union_length,
-    union_one_unit,
+from nsysan.analyze.balance_bubbles import bubble_table
+from nsysan.analyze.balance_iterations import (
+    ITERATION_MIN_COUNT,
+    ITERATION_MIN_COVERAGE_SHARE,
+    PERIOD_MIN_MATCH_SHARE,
+    IterationSource,
+    find_iterations,
 )
+from nsysan.analyze.balance_tables import (
+    END,
+    GPU,
+    NCCL_NAME_PATTERN,
+    START,
+    WINDOW_END,
+    WINDOW_START,
+    busy_per_gpu,
+    gpu_windows,
+    with_busy_before,
+)
+from nsysan.errors import SettingsError
+from nsysan.intervals import union_intervals, union_length
 from nsysan.model import Trace
-from nsysan.names import is_one_of, values_matching
+from nsysan.names import is_one_of
 from nsysan.settings import Settings
 
 __all__ = [
@@ -58,57 +69,10 @@ __all__ = [
     "measure_imbalance",
 ]
 
-NCCL_NAME_PATTERN = "(?i)nccl"
 KERNEL_DIFF_TOP_N = 10
 OTHER_KERNELS = "(other kernels)"
 MIN_DRIFT_WINDOWS = 20
 
-# Iterations: a boundary series must repeat at least this often ...
-ITERATION_MIN_COUNT = 3
-# ... and an NVTX series must cover at least this share of its own span and of
-# the GPUs' span, which keeps out short API-call ranges that merely repeat.
-ITERATION_MIN_COVERAGE_SHARE = 0.5
-# Candidate NVTX series tried, by time covered, before falling back to kernels.
-NVTX_CANDIDATES = 5
-# NVTX domains of libraries, whose ranges mark API calls, never iterations.
-LIBRARY_NVTX_DOMAINS = ("nccl",)
-# A kernel sequence is periodic with period p when this share of kernels has the
-# same name as the kernel p positions later.
-PERIOD_MIN_MATCH_SHARE = 0.9
-# Period candidates per GPU (the most frequent distances between repeats of a
-# name) and the kernels per GPU searched, to bound the cost on huge traces.
-PERIOD_CANDIDATES = 16
-PERIOD_SEARCH_KERNELS = 50_000
-# Up to this period, the median gap per phase is taken phase by phase (no grouping).
-MEDIAN_LOOP_PHASES = 64
-
-IterationSource = Literal["nvtx", "kernel_sequence"]
-
-GPU = "gpu"
-START = "start_ns"
-END = "end_ns"
-WINDOW_START = "window_start_ns"
-WINDOW_END = "window_end_ns"
-_BUBBLES = {
-    "iteration": pl.Int64,
-    GPU: pl.Int32,
-    START: pl.Int64,
-    END: pl.Int64,
-    "iteration_ns": pl.Int64,
-    "busy_ns": pl.Int64,
-    "idle_ns": pl.Int64,
-    "fill_ns": pl.Int64,
-    "drain_ns": pl.Int64,
-}
-_BUBBLE_SUMS = {
-    GPU: pl.Int32,
-    "iterations": pl.Int64,
-    "iteration_ns": pl.Int64,
-    "busy_ns": pl.Int64,
-    "idle_ns": pl.Int64,
-    "fill_ns": pl.Int64,
-    "drain_ns": pl.Int64,
-}
 _NO_KERNELS = pl.DataFrame(
     schema={
         "name": pl.Categorical,
@@ -167,100 +131,8 @@ class ImbalanceResult:
     bubble_reason: str
 
 
-def _gpu_windows(windows: pl.DataFrame) -> pl.DataFrame:
-    """One window per GPU; process-device windows (nvidia busy mode) merge into their hull."""
-    return (
-        windows.group_by(GPU)
-        .agg(pl.col(WINDOW_START).min(), pl.col(WINDOW_END).max())
-        .select(
-            pl.col(GPU).cast(pl.Int32),
-            pl.col(WINDOW_START).cast(pl.Int64),
-            pl.col(WINDOW_END).cast(pl.Int64),
-        )
-        .sort(GPU)
-    )
-
-
 def _union_ns(union: pl.DataFrame) -> int:
     return int(union.select((pl.col(END) - pl.col(START)).sum()).item())
-
-
-def _busy_by_gpu(busy: pl.DataFrame, windows: pl.DataFrame) -> dict[int, pl.DataFrame]:
-    """Per GPU of ``windows``, the union of its busy intervals inside its window (``_union``).
-
-    The intervals of ``union_intervals(clip_to_windows(busy, windows, "gpu"), "gpu")``,
-    one GPU at a time: no join and no grouping over millions of intervals. A busy union
-    handed in (``BusyResult.intervals``) is taken as it is.
-    """
-    # The library's checks (bounds in order, valid windows) run on the only rows that
-    # can fail them.
-    clip_to_windows(busy.filter(pl.col(END) < pl.col(START)), windows, by=GPU)
-    unions = {}
-    for gpu, start, end in windows.iter_rows():
-        own = busy.filter(pl.col(GPU) == gpu).select(START, END)
-        if is_union_inside(own, start, end):
-            length = pl.col(END) - pl.col(START)
-            unions[gpu] = own.with_columns((length.cum_sum() - length).alias("_before"))
-        else:
-            unions[gpu] = union_one_unit(
-                own.filter((pl.col(END) >= start) & (pl.col(START) <= end)).select(
-                    pl.col(START).clip(lower_bound=start), pl.col(END).clip(upper_bound=end)
-                )
-            )
-    return unions
-
-
-def _lookup(
-    cells: pl.DataFrame,
-    at: str,
-    busy: pl.DataFrame,
-    strategy: Literal["backward", "forward"],
-    suffix: str,
-) -> pl.DataFrame:
-    """``cells`` with the interval of one GPU's ``busy`` union an as-of join finds for ``at``.
-
-    Its columns get ``suffix``; ``at`` must be in time order.
-    """
-    names = {START: f"_s{suffix}", END: f"_e{suffix}", "_before": f"_before{suffix}"}
-    return cells.join_asof(
-        busy.rename(names),
-        left_on=at,
-        right_on=names[START],
-        strategy=strategy,
-        check_sortedness=False,
-    )
-
-
-def _found(
-    cells: pl.DataFrame,
-    at: str,
-    busy: dict[int, pl.DataFrame],
-    strategy: Literal["backward", "forward"],
-    suffix: str,
-) -> pl.DataFrame:
-    """``_lookup`` for cells of several GPUs; rows come out grouped by GPU.
-
-    ``at`` must be in time order within each GPU, and ``busy`` must hold every GPU of
-    ``cells``.
-    """
-    return pl.concat(
-        _lookup(cells.filter(pl.col(GPU) == gpu), at, table, strategy, suffix)
-        for gpu, table in busy.items()
-    )
-
-
-def _busy_before(at: str, suffix: str) -> pl.Expr:
-    """Busy time of the GPU before instant ``at``, from the interval ``_found`` for it."""
-    s, e, before = (pl.col(f"{c}{suffix}") for c in ("_s", "_e", "_before"))
-    return (before + pl.min_horizontal(pl.col(at) - s, e - s)).fill_null(0)
-
-
-def _with_busy(cells: pl.DataFrame, busy: dict[int, pl.DataFrame]) -> pl.DataFrame:
-    """``cells`` (disjoint, in time order within each GPU) with ``busy_ns`` inside each."""
-    found = _found(_found(cells, START, busy, "backward", "0"), END, busy, "backward", "1")
-    return found.select(
-        *cells.columns, (_busy_before(END, "1") - _busy_before(START, "0")).alias("busy_ns")
-    )
 
 
 def _nccl_names(kernels: pl.DataFrame) -> pl.Series:
@@ -445,7 +317,7 @@ def _drift(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     edges = _drift_edges(windows, count)
     cells = edges.join(windows.select(GPU), how="cross")
-    busy_in = _with_busy(cells, busy)
+    busy_in = with_busy_before(cells, busy)
     length = pl.col(END) - pl.col(START)
     drift = busy_in.with_columns(
         pl.when(length > 0).then(pl.col("busy_ns") / length).alias("busy_share")
@@ -508,361 +380,6 @@ def _drift_summary(
     return trend, summary
 
 
-# --- iteration boundaries -------------------------------------------------------------
-
-
-def _empty_iterations() -> pl.DataFrame:
-    return pl.DataFrame(schema={"iteration": pl.Int64, START: pl.Int64, END: pl.Int64})
-
-
-def _contiguous(starts: pl.DataFrame, last_end: int | None) -> pl.DataFrame:
-    """Iterations ``[start_k, start_k+1)``; the last ends at ``last_end`` (dropped if None)."""
-    s = starts.select(pl.col(START).cast(pl.Int64)).drop_nulls()
-    if not s.get_column(START).is_sorted():
-        s = s.sort(START)
-    s = s.filter((pl.col(START) != pl.col(START).shift(1)).fill_null(True))
-    out = s.with_columns(pl.col(START).shift(-1).alias(END))
-    if last_end is not None:
-        out = out.with_columns(pl.col(END).fill_null(pl.lit(last_end, pl.Int64)))
-    out = out.drop_nulls(END).filter(pl.col(END) > pl.col(START))
-    return out.with_row_index("iteration").with_columns(pl.col("iteration").cast(pl.Int64))
-
-
-def _nvtx_iterations(trace: Trace, windows: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
-    """Iterations from the repeated NVTX range that covers the most time (see module doc)."""
-    hull_start = int(windows.get_column(WINDOW_START).min())  # type: ignore[arg-type]
-    hull_end = int(windows.get_column(WINDOW_END).max())  # type: ignore[arg-type]
-    # The text tests run over the few distinct domains and texts, not every range.
-    domains = trace.nvtx.get_column("domain").drop_nulls().unique().cast(pl.String)
-    library_domains = domains.filter(domains.str.to_lowercase().is_in(list(LIBRARY_NVTX_DOMAINS)))
-    nccl_texts = values_matching(trace.nvtx.get_column("text"), NCCL_NAME_PATTERN)
-    ranges = trace.nvtx.filter(
-        pl.col("end_ns").is_not_null()
-        & (pl.col(END) > pl.col(START))
-        & pl.col("text").is_not_null()
-        & ~is_one_of(pl.col("domain"), library_domains.to_list())
-        & ~is_one_of(pl.col("text"), nccl_texts)
-    ).select("source", "pid", "text", START, END)
-    if ranges.is_empty() or hull_end <= hull_start:
-        return _empty_iterations(), None
-    keys = ["source", "pid", "text"]
-    series = (
-        ranges.sort(*keys, START)
-        .with_columns(
-            (pl.col(START) < pl.col(END).shift(1).over(keys)).fill_null(False).alias("_overlap")
-        )
-        .group_by(keys)
-        .agg(
-            pl.len().alias("count"),
-            (pl.col(END) - pl.col(START)).sum().alias("covered_ns"),
-            (pl.col(END).max() - pl.col(START).min()).alias("span_ns"),
-            pl.col("_overlap").any().alias("overlapping"),
-        )
-        .filter(
-            (pl.col("count") >= ITERATION_MIN_COUNT)
-            & ~pl.col("overlapping")
-            & (pl.col("covered_ns") >= ITERATION_MIN_COVERAGE_SHARE * pl.col("span_ns"))
-        )
-    )
-    texts = (
-        series.group_by("text")
-        .agg(pl.col("covered_ns").sum())
-        .sort(["covered_ns", "text"], descending=[True, False])
-        .head(NVTX_CANDIDATES)
-        .get_column("text")
-    )
-    for text in texts:  # a few candidate series, best first; never a loop over rows
-        chosen = (
-            series.filter(pl.col("text") == text)
-            .select("source", "pid")
-            .join(ranges.filter(pl.col("text") == text), on=["source", "pid"])
-            .sort("source", "pid", START)
-            .with_columns(
-                pl.int_range(pl.len()).over("source", "pid").cast(pl.Int64).alias("ordinal")
-            )
-        )
-        gpu_side = _gpu_side_ordinals(trace, chosen)
-        if gpu_side.is_empty():
-            gpu_side = chosen.group_by("ordinal").agg(pl.col(START).min(), pl.col(END).max())
-        final_end = int(gpu_side.sort("ordinal").item(-1, END))
-        iterations = _on_gpus(_contiguous(gpu_side.select(START), final_end), windows)
-        if iterations.height < ITERATION_MIN_COUNT:
-            continue
-        # The series' extent on the CPU or the GPU side, whichever is wider: a first
-        # iteration may spend long on the host (compilation) before its kernels run.
-        first = min(int(chosen[START].min()), int(iterations[START].min()))  # type: ignore[arg-type]
-        last = max(int(chosen[END].max()), int(iterations[END].max()))  # type: ignore[arg-type]
-        on_gpus = min(last, hull_end) - max(first, hull_start)
-        if on_gpus >= ITERATION_MIN_COVERAGE_SHARE * (hull_end - hull_start):
-            return iterations, text
-    return _empty_iterations(), None
-
-
-def _gpu_side_ordinals(trace: Trace, ranges: pl.DataFrame) -> pl.DataFrame:
-    """Per range ordinal, the first start and last end of the kernels launched inside it.
-
-    A kernel belongs to the range of its process whose span holds the start of its
-    launch call (matched by correlation id); empty without a CUDA API trace.
-    """
-    launches = (
-        trace.kernels.select("source", "pid", "correlation_id", START, END)
-        .join(
-            trace.cuda_api.select(
-                "source", "pid", "correlation_id", pl.col(START).alias("launch_ns")
-            ),
-            on=["source", "pid", "correlation_id"],
-            how="inner",
-        )
-        .drop_nulls("launch_ns")
-        .sort("launch_ns")
-    )
-    if launches.is_empty():
-        return pl.DataFrame(schema={"ordinal": pl.Int64, START: pl.Int64, END: pl.Int64})
-    spans = ranges.select(
-        "source", "pid", "ordinal", pl.col(START).alias("_rs"), pl.col(END).alias("_re")
-    ).sort("_rs")
-    return (
-        launches.join_asof(
-            spans,
-            left_on="launch_ns",
-            right_on="_rs",
-            by=["source", "pid"],
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .filter(pl.col("launch_ns") < pl.col("_re"))
-        .group_by("ordinal")
-        .agg(pl.col(START).min(), pl.col(END).max())
-        .sort("ordinal")
-    )
-
-
-def _in_time_order(kernels: pl.DataFrame) -> bool:
-    """Whether one GPU's ``kernels`` are in (start, end) order, as the trace stores them."""
-    s, e = pl.col(START), pl.col(END)
-    return kernels.get_column(START).is_sorted() and bool(
-        kernels.select(((s != s.shift(1)) | (e >= e.shift(1))).all()).item()
-    )
-
-
-def _kernel_sequence(kernels: pl.DataFrame) -> pl.DataFrame:
-    """One GPU's kernels with bounds in (start, end) order: ``short_name`` (null as ""),
-    ``start_ns``, ``end_ns``."""
-    own = kernels.select(pl.col("short_name").fill_null(""), START, END).drop_nulls([START, END])
-    if not _in_time_order(own):
-        own = own.sort([START, END], maintain_order=True)
-    return own
-
-
-def _period(names: np.ndarray) -> int | None:
-    """The smallest period of a kernel-name sequence (names as integer codes), or None.
-
-    Candidates are the most frequent distances between repeats of a name.
-    """
-    order = np.argsort(names, kind="stable")
-    repeats = names[order[1:]] == names[order[:-1]]
-    distances, counts = np.unique((order[1:] - order[:-1])[repeats], return_counts=True)
-    # The most frequent first, ties to the shorter.
-    candidates = distances[np.lexsort((distances, -counts))[:PERIOD_CANDIDATES]]
-    for p in sorted(candidates.tolist()):
-        if names.size < ITERATION_MIN_COUNT * p:
-            continue
-        same = names[p:] == names[:-p]
-        if int(same.sum()) / same.size >= PERIOD_MIN_MATCH_SHARE and np.unique(names[:p]).size >= 2:
-            return p
-    return None
-
-
-def _phase_medians(gaps: pl.Series, period: int) -> list[float | None]:
-    """Per phase (position modulo ``period``), the median of ``gaps``."""
-    if period <= MEDIAN_LOOP_PHASES:
-        return [gaps.gather_every(period, phase).median() for phase in range(period)]  # type: ignore[misc]
-    return (
-        pl.DataFrame({"phase": pl.int_range(gaps.len(), eager=True) % period, "gap": gaps})
-        .group_by("phase")
-        .agg(pl.col("gap").median())
-        .sort("phase")
-        .get_column("gap")
-        .to_list()
-    )
-
-
-def _sequence_iterations(kernels: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
-    """Iterations from the repeated kernel sequence of the GPU that starts work first."""
-    by_gpu = kernels.filter(pl.col(GPU).is_not_null()).partition_by(GPU, as_dict=True)
-    found = []  # (first start, gpu, period, sequence)
-    for (gpu,), own in sorted(by_gpu.items()):
-        seq = _kernel_sequence(own)
-        head = seq.get_column("short_name").head(PERIOD_SEARCH_KERNELS)
-        period = _period(head.cast(pl.Categorical).to_physical().to_numpy())
-        if period is not None:
-            found.append((seq.item(0, START), gpu, period, seq))
-    if not found:
-        return _empty_iterations(), None
-    _, gpu, period, own = min(found, key=lambda f: f[:2])
-    gaps = own.select(
-        (pl.col(START) - pl.col(END).cum_max().shift(1)).clip(0).alias("gap_before_ns")
-    ).to_series()
-    # The iteration starts where the GPU waits longest (median, so one long
-    # warm-up gap does not decide it): after the step's sync or data loading.
-    medians = _phase_medians(gaps, period)
-    # The longest median gap, the first such phase on a tie.
-    phase = max((p for p, m in enumerate(medians) if m is not None), key=lambda p: (medians[p], -p))
-    starts = own.get_column(START).gather_every(period, phase).to_frame()
-    names = own.get_column("short_name").slice(phase, period)
-    label = f"GPU {gpu}: every {period} kernels from {names[0]} ({' → '.join(names.to_list())})"
-    return _contiguous(starts, None), label
-
-
-def _on_gpus(iterations: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """The iterations that overlap the GPUs' windows, renumbered from 0."""
-    start = windows.get_column(WINDOW_START).min()
-    end = windows.get_column(WINDOW_END).max()
-    return (
-        iterations.filter((pl.col(END) > start) & (pl.col(START) < end))
-        .drop("iteration")
-        .with_row_index("iteration")
-        .with_columns(pl.col("iteration").cast(pl.Int64))
-    )
-
-
-def find_iterations(
-    trace: Trace, windows: pl.DataFrame
-) -> tuple[pl.DataFrame, IterationSource | None, str | None]:
-    """Iteration boundaries common to all GPUs: ``iteration, start_ns, end_ns``.
-
-    A repeated NVTX range first, else a repeated kernel sequence; returns the source
-    and a label (the NVTX text, or the reference GPU and its period).
-    """
-    w = _gpu_windows(windows)
-    if w.is_empty():
-        return _empty_iterations(), None, None
-    iterations, text = _nvtx_iterations(trace, w)
-    if iterations.height >= ITERATION_MIN_COUNT:
-        return iterations, "nvtx", text
-    iterations, label = _sequence_iterations(
-        trace.kernels.filter(pl.col(GPU).is_in(w.get_column(GPU).implode()))
-    )
-    iterations = _on_gpus(iterations, w)
-    if iterations.height >= ITERATION_MIN_COUNT:
-        return iterations, "kernel_sequence", label
-    return _empty_iterations(), None, None
-
-
-# --- pipeline bubbles -------------------------------------------------------------------
-
-
-def _iteration_busy(iterations: pl.DataFrame, union: pl.DataFrame) -> pl.DataFrame:
-    """Per iteration (``start_ns``, ``end_ns``, in time order): ``busy_ns``, ``fill_ns`` and
-    ``drain_ns`` against one GPU's busy ``union``."""
-    length = pl.col(END) - pl.col(START)
-    if union.is_empty():
-        return iterations.select(
-            pl.lit(0, pl.Int64).alias("busy_ns"),
-            length.alias("fill_ns"),
-            pl.lit(0, pl.Int64).alias("drain_ns"),
-        )
-    # Found: the busy interval holding (or last before) the iteration start, with the
-    # start of the one after it, and the last one starting before the iteration end.
-    # A busy interval starting exactly at the end adds nothing before it, so the one
-    # found for ``end - 1`` gives the busy time before the end as well.
-    found = _lookup(
-        _lookup(
-            iterations,
-            START,
-            union.with_columns(pl.col(START).shift(-1).alias("_next")),
-            "backward",
-            "0",
-        ).with_columns((pl.col(END) - 1).alias("_probe")),
-        "_probe",
-        union,
-        "backward",
-        "2",
-    )
-    busy_ns = _busy_before(END, "2") - _busy_before(START, "0")
-    # Union intervals start in strictly increasing order, so the first one starting at
-    # or after the iteration start is the one found for it, or the next.
-    after = (
-        pl.when(pl.col("_s0").is_null())
-        .then(pl.lit(union.item(0, START)))
-        .when(pl.col("_s0") == pl.col(START))
-        .then(pl.col(START))
-        .otherwise(pl.col("_next"))
-    )
-    first_busy = pl.when(pl.col("_e0") > pl.col(START)).then(pl.col(START)).otherwise(after)
-    has_busy = first_busy.is_not_null() & (first_busy < pl.col(END))
-    last_busy = pl.min_horizontal(pl.col("_e2"), pl.col(END))
-    return found.select(
-        busy_ns.alias("busy_ns"),
-        pl.when(has_busy).then(first_busy - pl.col(START)).otherwise(length).alias("fill_ns"),
-        pl.when(has_busy).then(pl.col(END) - last_busy).otherwise(0).alias("drain_ns"),
-    )
-
-
-def _bubbles(
-    iterations: pl.DataFrame, busy: dict[int, pl.DataFrame], rows: bool = True
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per (iteration, GPU of ``busy``) the busy, idle, fill and drain time; their sums per GPU.
-
-    Without ``rows``, only the sums: the per-iteration table comes back empty (a GPU's
-    rows are summed and dropped before the next GPU's are made).
-    """
-    # The iterations are contiguous, so their starts and ends are each in time order,
-    # as the as-of joins need.
-    bounds = iterations.select(START, END)
-    length = pl.col(END) - pl.col(START)
-    times = ("iteration_ns", "busy_ns", "idle_ns", "fill_ns", "drain_ns")
-    frames, sums = [], []
-    for gpu, table in busy.items():
-        frame = pl.concat(
-            [iterations.select("iteration", START, END), _iteration_busy(bounds, table)],
-            how="horizontal",
-        ).select(
-            "iteration",
-            pl.lit(gpu, pl.Int32).alias(GPU),
-            START,
-            END,
-            length.alias("iteration_ns"),
-            "busy_ns",
-            (length - pl.col("busy_ns")).alias("idle_ns"),
-            "fill_ns",
-            "drain_ns",
-        )
-        sums.append(
-            frame.select(
-                pl.lit(gpu, pl.Int32).alias(GPU),
-                pl.len().cast(pl.Int64).alias("iterations"),
-                *[pl.col(c).sum() for c in times],
-            )
-        )
-        if rows:
-            frames.append(frame)
-    # The schemas first, for a trace without GPUs. Iteration by iteration, the GPUs in
-    # ascending order (``busy``): row k of GPU g goes to k * GPUs + g.
-    bubbles = pl.concat([pl.DataFrame(schema=_BUBBLES), *frames])
-    numbers = iterations.get_column("iteration")
-    if frames and (numbers.diff().drop_nulls() > 0).all():
-        bubbles = bubbles[np.arange(bubbles.height).reshape(len(frames), -1).T.ravel()]
-    else:
-        bubbles = bubbles.sort("iteration", maintain_order=True)
-    per_gpu = pl.concat([pl.DataFrame(schema=_BUBBLE_SUMS), *sums])
-    return _with_bubble_shares(bubbles), _with_bubble_shares(per_gpu).sort(GPU)
-
-
-def _with_bubble_shares(df: pl.DataFrame) -> pl.DataFrame:
-    def share(col: str) -> pl.Expr:
-        return pl.when(pl.col("iteration_ns") > 0).then(pl.col(col) / pl.col("iteration_ns"))
-
-    return df.with_columns(
-        share("idle_ns").alias("idle_share"),
-        share("fill_ns").alias("fill_share"),
-        share("drain_ns").alias("drain_share"),
-        pl.when(pl.col("iteration_ns") > 0)
-        .then((pl.col("fill_ns") + pl.col("drain_ns")) / pl.col("iteration_ns"))
-        .alias("bubble_share"),
-    )
-
-
 def measure_imbalance(
     trace: Trace,
     busy: pl.DataFrame,
@@ -885,8 +402,8 @@ def measure_imbalance(
         raise SettingsError(
             f"drift_windows must be at least {MIN_DRIFT_WINDOWS} (got {settings.drift_windows})"
         )
-    w = _gpu_windows(windows)
-    busy_by_gpu = _busy_by_gpu(busy.select(pl.col(GPU).cast(pl.Int32), START, END), w)
+    w = gpu_windows(windows)
+    busy_by_gpu = busy_per_gpu(busy.select(pl.col(GPU).cast(pl.Int32), START, END), w)
     kernels = _kernels_in_windows(trace.kernels, w)
     per_gpu = _per_gpu(w, busy_by_gpu, kernels)
     busy_eff, busy_skew = _efficiency(per_gpu.get_column("busy_ns"))
@@ -931,14 +448,14 @@ def measure_imbalance(
 
     iterations, source, label = find_iterations(trace, w)
     if iterations.is_empty():
-        bubbles, per_gpu_bubbles = _bubbles(iterations, {})
+        bubbles, per_gpu_bubbles = bubble_table(iterations, {})
         reason = (
             "not applicable: no iteration boundaries (no NVTX range repeats at least "
             f"{ITERATION_MIN_COUNT} times covering {ITERATION_MIN_COVERAGE_SHARE:.0%} of the "
             "GPU time span, and no GPU runs a repeating kernel sequence)"
         )
     else:
-        bubbles, per_gpu_bubbles = _bubbles(iterations, busy_by_gpu, rows=per_iteration_table)
+        bubbles, per_gpu_bubbles = bubble_table(iterations, busy_by_gpu, rows=per_iteration_table)
         reason = ""
     totals = per_gpu_bubbles.select(pl.col("iteration_ns", "fill_ns", "drain_ns").sum())
     length = int(totals.item(0, "iteration_ns") or 0)

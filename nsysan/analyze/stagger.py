@@ -37,20 +37,32 @@ GPU's idle time up to it, hence the co-idle time of every gap. With three or mor
 GPUs the any/all shares and the idle-count times come from a sweep over all GPUs'
 boundaries; with two, they follow from the co-idle time alone. Python loops run
 over GPUs and GPU pairs, never over gaps: ``O(G * N)`` work for ``G`` GPUs and
-``N`` gaps.
+``N`` gaps. The gap arrays and sweeps are :mod:`nsysan.analyze.stagger_sweep`.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Literal
 
 import numpy as np
 import polars as pl
 
-from nsysan.intervals import clip_disjoint, clip_to_windows, rows_by_unit
+from nsysan.analyze.stagger_sweep import (
+    END,
+    GPU,
+    START,
+    WINDOW_END,
+    WINDOW_START,
+    CoIdle,
+    GpuGaps,
+    Sweep,
+    co_idle_by_gap,
+    gap_arrays_by_gpu,
+    idle_inside,
+    sweep_edges,
+    two_gpu_sweep,
+)
 
 __all__ = [
     "ALIGNED_MAX_SCORE",
@@ -68,12 +80,6 @@ STAGGERED_MIN_SCORE = 0.2
 ALIGNED_MAX_SCORE = -0.2
 
 StaggerVerdict = Literal["aligned", "independent", "staggered", "not applicable"]
-
-GPU = "gpu"
-START = "start_ns"
-END = "end_ns"
-WINDOW_START = "window_start_ns"
-WINDOW_END = "window_end_ns"
 
 
 @dataclass(frozen=True)
@@ -170,271 +176,7 @@ def _scalar_score(o: float, e: float, lo: float, hi: float) -> float | None:
     return None if value is None else float(value)
 
 
-@dataclass(frozen=True)
-class _GpuGaps:
-    """One GPU's gaps clipped to its window: of positive length, disjoint, in time order."""
-
-    starts: np.ndarray
-    ends: np.ndarray
-
-    @cached_property
-    def durations(self) -> np.ndarray:
-        return self.ends - self.starts
-
-    def write_edges(self, out: np.ndarray) -> None:
-        """Start, end, start, end ... into ``out``: in time order, as the gaps are disjoint."""
-        out[0::2], out[1::2] = self.starts, self.ends
-
-    @cached_property
-    def _idle_by_edges_before(self) -> np.ndarray:
-        """Gap time before an instant ``t`` with ``m`` edges before it: ``[m] + t * (m & 1)``.
-
-        ``m = 2j``: gaps ``0 .. j-1`` are over; ``m = 2j + 1``: gap ``j`` is open
-        since ``starts[j]``.
-        """
-        table = np.empty(2 * len(self.starts) + 1, dtype=np.int64)
-        table[0] = 0
-        np.cumsum(self.durations, out=table[2::2])
-        table[1::2] = table[0:-1:2] - self.starts
-        return table
-
-    def idle_at(self, at: np.ndarray, edges_before: np.ndarray) -> np.ndarray:
-        """The GPU's gap time before each instant of ``at``, given how many of its
-        ``edges`` come before the instant (an edge at the instant may count or not).
-
-        Overwrites ``edges_before``.
-        """
-        idle = self._idle_by_edges_before[edges_before]
-        edges_before &= 1
-        edges_before *= at
-        idle += edges_before
-        return idle
-
-    def idle_before(self, at: np.ndarray) -> np.ndarray:
-        """The GPU's gap time before each instant of ``at`` (few instants)."""
-        edges_before = np.searchsorted(self.starts, at) + np.searchsorted(self.ends, at)
-        return self.idle_at(at, edges_before)
-
-
-def _clipped(
-    start: np.ndarray, end: np.ndarray, window_start: int, window_end: int, points: bool
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """One GPU's gaps clipped to its window, of positive length, in time order, and
-    how many overlap the gap before them.
-
-    No gap may end before it starts; ``points``: some may have length 0.
-    """
-    if np.all(start[1:] >= end[:-1]):
-        # In time order and disjoint: only the first and the last gap that reach into
-        # the window can cross its edges, and they keep a positive length if the
-        # window has one.
-        s, e = clip_disjoint(start, end, window_start, window_end)
-        if points or window_start == window_end:
-            positive = e > s
-            s, e = s[positive], e[positive]
-        return s, e, 0
-    s, e = np.maximum(start, window_start), np.minimum(end, window_end)
-    positive = e > s  # also drops the gaps outside the window
-    s, e = s[positive], e[positive]
-    step = np.diff(s)
-    if not np.all((step > 0) | ((step == 0) & (np.diff(e) >= 0))):
-        order = np.lexsort((e, s))
-        s, e = s[order], e[order]
-    return s, e, int(np.count_nonzero(s[1:] < e[:-1]))
-
-
-def _gaps_by_gpu(gaps: pl.DataFrame, windows: pl.DataFrame) -> dict[int, _GpuGaps]:
-    """Per GPU of ``windows``, its gaps clipped to its window, of positive length, sorted.
-
-    Gaps without bounds are ignored; gaps that overlap an earlier gap of their GPU
-    are an error.
-    """
-    if any(gaps.null_count().row(0)):
-        gaps = gaps.drop_nulls()
-    gpu, start, end = (gaps.get_column(c).to_numpy() for c in (GPU, START, END))
-    # The library's checks (bounds in order, one valid window per GPU) run on the only
-    # rows that can fail them.
-    points = bool(np.any(end <= start))
-    reversed_rows = end < start if points else None
-    clip_to_windows(
-        gaps.filter(pl.Series(reversed_rows)) if points else gaps.clear(), windows, by=GPU
-    )
-    rows = rows_by_unit(gpu, windows.get_column(GPU).to_list())
-    by_gpu, overlapping = {}, 0
-    for g, window_start, window_end in windows.iter_rows():
-        s, e, overlaps = _clipped(start[rows[g]], end[rows[g]], window_start, window_end, points)
-        by_gpu[g] = _GpuGaps(s, e)
-        overlapping += overlaps
-    if overlapping:
-        raise ValueError(f"{overlapping} gap(s) overlap an earlier gap of the same GPU")
-    return by_gpu
-
-
-def _idle_inside(spans: pl.DataFrame, gaps_by_gpu: dict[int, _GpuGaps], name: str) -> pl.Series:
-    """Gap time of ``spans.gpu`` inside ``[start_ns, end_ns]`` of each span row (few rows)."""
-    idle = np.zeros(spans.height, dtype=np.int64)
-    gpu, start, end = (spans.get_column(c).to_numpy() for c in (GPU, START, END))
-    for g, own in gaps_by_gpu.items():
-        rows = gpu == g
-        idle[rows] = own.idle_before(end[rows]) - own.idle_before(start[rows])
-    return pl.Series(name, idle, dtype=pl.Int64)
-
-
-def _co_idle_in_gaps(a: _GpuGaps, b: _GpuGaps) -> tuple[np.ndarray, np.ndarray]:
-    """Per gap of ``a`` the gap time of ``b`` inside it, and per gap of ``b`` that of ``a``."""
-    split = 2 * len(a.starts)
-    edges = np.empty(split + 2 * len(b.starts), dtype=np.int64)
-    a.write_edges(edges[:split])
-    b.write_edges(edges[split:])
-    # A stable sort merges the two sorted runs of edges and keeps each run's order: the
-    # k-th edge of ``a`` is the k-th row from ``a``, and the rows before it that are not
-    # from ``a`` are the edges of ``b`` before it.
-    from_a = np.argsort(edges, kind="stable") < split
-    b_before = np.flatnonzero(from_a)
-    b_before -= np.arange(split)
-    a_before = np.flatnonzero(~from_a)
-    a_before -= np.arange(len(edges) - split)
-    b_idle = b.idle_at(edges[:split], b_before)
-    a_idle = a.idle_at(edges[split:], a_before)
-    return b_idle[1::2] - b_idle[0::2], a_idle[1::2] - a_idle[0::2]
-
-
-@dataclass(frozen=True)
-class _CoIdle:
-    """Per GPU and gap, the other GPUs' gap time inside it (``idle``) and how many of
-    them are idle some of it (``others``); per ordered pair ``(gpu, other)``, the
-    other's gap time inside the GPU's gaps (``pairs``). Sums over the pairs as they
-    are found: a per-gap array per pair of GPUs is not kept."""
-
-    idle: dict[int, np.ndarray]
-    others: dict[int, np.ndarray]
-    pairs: dict[tuple[int, int], int]
-
-
-def _co_idle_by_gap(gaps_by_gpu: dict[int, _GpuGaps]) -> _CoIdle:
-    """:class:`_CoIdle` of every pair of GPUs."""
-    idle = {gpu: np.zeros(len(own.starts), dtype=np.int64) for gpu, own in gaps_by_gpu.items()}
-    others = {gpu: np.zeros(len(own.starts), dtype=np.int64) for gpu, own in gaps_by_gpu.items()}
-    pairs: dict[tuple[int, int], int] = {}
-    for a, b in itertools.combinations(gaps_by_gpu, 2):
-        for gpu, other, inside in zip(
-            (a, b), (b, a), _co_idle_in_gaps(gaps_by_gpu[a], gaps_by_gpu[b]), strict=True
-        ):
-            idle[gpu] += inside
-            others[gpu] += inside > 0
-            pairs[gpu, other] = int(inside.sum())
-    return _CoIdle(idle=idle, others=others, pairs=pairs)
-
-
-@dataclass(frozen=True)
-class _Sweep:
-    """Per GPU, the time inside each of its gaps with at least one other GPU idle
-    (``any``) and with every other GPU in its window idle, at least one in one
-    (``all``); ``observed_ns[k]``: the time with every GPU inside its window and
-    ``k`` GPUs idle."""
-
-    any: dict[int, np.ndarray]
-    all: dict[int, np.ndarray]
-    observed_ns: list[int]
-
-
-def _exclusive_cum_sum(values: np.ndarray) -> np.ndarray:
-    """Sums of all earlier elements."""
-    total = np.empty(len(values), dtype=np.int64)
-    if len(values):
-        total[0] = 0
-        np.cumsum(values[:-1], out=total[1:])
-    return total
-
-
-def _sweep(windows: pl.DataFrame, gaps_by_gpu: dict[int, _GpuGaps]) -> _Sweep:
-    """A sweep over every gap and window boundary in time order.
-
-    Each boundary opens an elementary segment up to the next one, with ``idle`` GPUs
-    in a gap and ``in_window`` GPUs inside their window; integrals up to a boundary
-    are sums over the segments before it. Ties need no order: the segments between
-    boundaries of one instant have length 0.
-    """
-    gpus = list(gaps_by_gpu)
-    g = windows.height
-    edge_counts = [2 * len(own.starts) for own in gaps_by_gpu.values()]
-    gap_edges = sum(edge_counts)
-    times = np.empty(gap_edges + 2 * g, dtype=np.int64)
-    for own, end in zip(gaps_by_gpu.values(), itertools.accumulate(edge_counts), strict=True):
-        own.write_edges(times[end - 2 * len(own.starts) : end])
-    times[gap_edges : gap_edges + g] = windows.get_column(WINDOW_START).to_numpy()
-    times[gap_edges + g :] = windows.get_column(WINDOW_END).to_numpy()
-    source = np.repeat(np.arange(len(gpus) + 1, dtype=np.int16), [*edge_counts, 2 * g])
-    step = np.zeros(len(times), dtype=np.int8)  # +1 at a gap start, -1 at a gap end
-    step[0:gap_edges:2], step[1:gap_edges:2] = 1, -1
-    # The runs are sorted: a stable sort merges them (and keeps each GPU's edges in
-    # their order, so its k-th edge is its k-th row below). Arrays are freed as soon
-    # as they are used: at millions of gaps each is tens of MB.
-    order = np.argsort(times, kind="stable")
-    t = times[order]
-    del times
-    source, step = source[order], step[order]
-    # Window boundaries are few: in_window is constant between them.
-    window_rows = np.flatnonzero(order >= gap_edges)
-    opens = np.where(order[window_rows] < gap_edges + g, 1, -1)
-    del order
-    idle = np.cumsum(step, dtype=np.int32)
-    del step
-    length = np.diff(t, append=t[-1:])
-    del t
-
-    bounds = [0, *window_rows.tolist(), len(length)]
-    levels = [0, *np.cumsum(opens).tolist()]
-    all_len = np.zeros(len(length), dtype=np.int64)
-    observed = [0] * (g + 1)
-    for lo, hi, in_window in zip(bounds[:-1], bounds[1:], levels, strict=True):
-        if in_window >= 2:
-            all_len[lo:hi] = np.where(idle[lo:hi] == in_window, length[lo:hi], 0)
-        if in_window == g:
-            for k in range(g + 1):
-                observed[k] += int(length[lo:hi][idle[lo:hi] == k].sum())
-    np.multiply(length, idle >= 2, out=length)
-    del idle
-    cum_any = _exclusive_cum_sum(length)
-    del length
-    cum_all = _exclusive_cum_sum(all_len)
-    del all_len
-    any_ns, all_ns = {}, {}
-    for i, gpu in enumerate(gpus):
-        rows = np.flatnonzero(source == i)
-        any_ns[gpu] = cum_any[rows[1::2]] - cum_any[rows[0::2]]
-        all_ns[gpu] = cum_all[rows[1::2]] - cum_all[rows[0::2]]
-    return _Sweep(any=any_ns, all=all_ns, observed_ns=observed)
-
-
-def _two_gpu_sweep(
-    windows: pl.DataFrame,
-    gaps_by_gpu: dict[int, _GpuGaps],
-    co: _CoIdle,
-) -> _Sweep:
-    """:func:`_sweep` for two GPUs, from the co-idle time alone.
-
-    Inside a gap of one GPU, "another GPU idle" is the other GPU idle, and, as gaps
-    lie inside windows, "every other GPU in its window idle" too. Over the common
-    window, both are idle for the co-idle time and one is for the rest of their
-    idle time.
-    """
-    (a, own_a), (b, own_b) = gaps_by_gpu.items()
-    start = windows.get_column(WINDOW_START).max()
-    end = max(windows.get_column(WINDOW_END).min(), start)  # type: ignore[type-var]
-    span = np.array([start, end], dtype=np.int64)
-    idle = sum(int(np.diff(own.idle_before(span))[0]) for own in (own_a, own_b))
-    both = co.pairs[a, b]
-    return _Sweep(
-        any={a: co.idle[a], b: co.idle[b]},
-        all={a: co.idle[a], b: co.idle[b]},
-        observed_ns=[end - start - idle + both, idle - 2 * both, both],  # type: ignore[operator]
-    )
-
-
-def _per_gap(
-    gaps_by_gpu: dict[int, _GpuGaps], co: _CoIdle, sweep: _Sweep
-) -> dict[int, pl.DataFrame]:
+def _per_gap(gaps_by_gpu: dict[int, GpuGaps], co: CoIdle, sweep: Sweep) -> dict[int, pl.DataFrame]:
     """Per GPU, its rows of the per-gap table."""
     tables = {}
     for gpu, own in gaps_by_gpu.items():
@@ -447,7 +189,7 @@ def _per_gap(
         idle_mean = idle / dur
         idle_mean -= 1.0
         any_share = sweep.any[gpu] / dur
-        # With two GPUs both integrals are the co-idle time (_two_gpu_sweep).
+        # With two GPUs both integrals are the co-idle time (two_gpu_sweep).
         all_share = any_share if sweep.all[gpu] is sweep.any[gpu] else sweep.all[gpu] / dur
         columns = {
             GPU: np.full(len(duration), gpu, dtype=np.int32),
@@ -466,7 +208,7 @@ def _per_gap(
     return tables
 
 
-def _co_idle(co: _CoIdle) -> pl.DataFrame:
+def _co_idle(co: CoIdle) -> pl.DataFrame:
     """Co-idle time of ordered GPU pairs: ``gpu``, ``other``, ``co_idle_ns``."""
     gpus = list(co.idle)
     rows = [(gpu, other, co.pairs[gpu, other]) for gpu in gpus for other in gpus if other != gpu]
@@ -476,7 +218,7 @@ def _co_idle(co: _CoIdle) -> pl.DataFrame:
 
 
 def _pair_table(
-    windows: pl.DataFrame, gaps_by_gpu: dict[int, _GpuGaps], ordered_co_idle: pl.DataFrame
+    windows: pl.DataFrame, gaps_by_gpu: dict[int, GpuGaps], ordered_co_idle: pl.DataFrame
 ) -> pl.DataFrame:
     w = windows.select(GPU, WINDOW_START, WINDOW_END)
     pairs = (
@@ -504,8 +246,8 @@ def _pair_table(
         for side in ("a", "b")
     }
     pairs = pairs.with_columns(
-        _idle_inside(spans["a"], gaps_by_gpu, "idle_a_ns"),
-        _idle_inside(spans["b"], gaps_by_gpu, "idle_b_ns"),
+        idle_inside(spans["a"], gaps_by_gpu, "idle_a_ns"),
+        idle_inside(spans["b"], gaps_by_gpu, "idle_b_ns"),
     )
     co = ordered_co_idle.rename({GPU: "gpu_a", "other": "gpu_b"})
     length = pl.col("common_ns").cast(pl.Float64)
@@ -568,7 +310,7 @@ def _pair_table(
 
 
 def _all_is_any(gpu_count: int) -> list[pl.Expr]:
-    """With two GPUs, the all-idle share of a gap is its any-idle share (_two_gpu_sweep):
+    """With two GPUs, the all-idle share of a gap is its any-idle share (two_gpu_sweep):
     the expressions that copy it instead of summing it again."""
     if gpu_count != 2:
         return []
@@ -619,7 +361,7 @@ def _poisson_binomial(shares: list[float]) -> list[float]:
 
 
 def _all_gpu(
-    windows: pl.DataFrame, gaps_by_gpu: dict[int, _GpuGaps], observed_ns: list[int]
+    windows: pl.DataFrame, gaps_by_gpu: dict[int, GpuGaps], observed_ns: list[int]
 ) -> tuple[pl.DataFrame, dict[str, int | float | None]]:
     g = windows.height
     start = windows.get_column(WINDOW_START).max()
@@ -650,7 +392,7 @@ def _all_gpu(
     spans = windows.select(
         GPU, pl.lit(start, pl.Int64).alias(START), pl.lit(end, pl.Int64).alias(END)
     )
-    shares = (_idle_inside(spans, gaps_by_gpu, "idle_ns").cast(pl.Float64) / length).to_list()
+    shares = (idle_inside(spans, gaps_by_gpu, "idle_ns").cast(pl.Float64) / length).to_list()
     expected = _poisson_binomial(shares)
     counts = (
         pl.DataFrame(
@@ -702,14 +444,14 @@ def measure_stagger(
             "stagger compares physical GPUs and needs one window per GPU; with several "
             "process-devices on one GPU (nvidia busy mode) pass per-GPU gaps and windows"
         )
-    gaps_by_gpu = _gaps_by_gpu(
+    gaps_by_gpu = gap_arrays_by_gpu(
         gaps.select(
             pl.col(GPU).cast(pl.Int32), pl.col(START).cast(pl.Int64), pl.col(END).cast(pl.Int64)
         ),
         w,
     )
-    co = _co_idle_by_gap(gaps_by_gpu)
-    sweep = _two_gpu_sweep(w, gaps_by_gpu, co) if w.height == 2 else _sweep(w, gaps_by_gpu)
+    co = co_idle_by_gap(gaps_by_gpu)
+    sweep = two_gpu_sweep(w, gaps_by_gpu, co) if w.height == 2 else sweep_edges(w, gaps_by_gpu)
     per_gap_by_gpu = _per_gap(gaps_by_gpu, co, sweep)
     pairs = _pair_table(w, gaps_by_gpu, _co_idle(co))
     # The shares over all gaps are summed over these columns, so they come out the

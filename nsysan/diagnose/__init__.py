@@ -99,4 +99,5 @@ def diagnose(analysis: Analysis) -> Diagnosis:
         headline=_headline(facts, findings, analysis),
         findings=findings,
         myths=check_myths(facts, findings),
+        facts=facts,
     )

@@ -7,7 +7,10 @@ and the report carry exactly the same claims.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from nsysan.diagnose.facts import Facts
 
 Severity = Literal["critical", "warning", "info"]
 MythVerdict = Literal["holds", "does_not_hold", "cannot_tell"]
@@ -64,3 +67,5 @@ class Diagnosis:
     headline: Headline
     findings: tuple[Finding, ...]  # most important first
     myths: tuple[MythCheck, ...]
+    # What the rules read; the report's sections show the same numbers.
+    facts: Facts | None = field(default=None, compare=False, repr=False)
