@@ -229,10 +229,32 @@ def analyze(
             measure_launch, trace.kernels, gaps.gaps, windows, trace.launch_configs
         )
         stagger = stagger_job.result() if stagger_job else None
-        host, imbalance, nccl = host_job.result(), imbalance_job.result(), nccl_job.result()
+        imbalance, launch = imbalance_job.result(), launch_job.result()
+        # Host attribution takes longest: what needs neither it nor the jobs still
+        # running goes on beside it.
+        steady_job = pool.submit(_steady_state, gaps, windows, settings)
+        steps_job = pool.submit(
+            measure_steps,
+            trace.nvtx,
+            _gpu_processes(trace),
+            windows,
+            launch.per_gpu if launch is not None else None,
+            imbalance.iterations if imbalance is not None else None,
+            imbalance.iteration_source if imbalance is not None else None,
+            imbalance.iteration_label if imbalance is not None else None,
+        )
+        memory_job = (
+            pool.submit(measure_memory, trace.memory_usage, trace.gpus, windows, gaps.gaps)
+            if trace.memory_usage.height
+            else None
+        )
+        nccl = nccl_job.result()
         contention, dashboard = views_job.result()
         transfers: TransferResult | None = transfers_job.result()
-        launch = launch_job.result()
+        dominant, steady_stagger = steady_job.result()
+        steps = steps_job.result()
+        memory: MemoryResult | None = memory_job.result() if memory_job else None
+        host = host_job.result()
     if transfers is not None and not transfers.available:
         transfers = None
         unavailable["transfers"] = "no memory copies or memsets on the GPUs"
@@ -247,7 +269,6 @@ def analyze(
         unavailable["bound"] = (
             "no Nsight Compute data: give --ncu kernels.csv for the memory- vs compute-bound view"
         )
-    dominant, steady_stagger = _steady_state(gaps, windows, settings)
     cpu: CpuResult | None = None
     if trace.sched.height:
         cpu = measure_cpu(
@@ -260,15 +281,6 @@ def analyze(
         )
     else:
         unavailable["cpu"] = NO_SCHED
-    steps = measure_steps(
-        trace.nvtx,
-        _gpu_processes(trace),
-        windows,
-        launch.per_gpu if launch is not None else None,
-        imbalance.iterations if imbalance is not None else None,
-        imbalance.iteration_source if imbalance is not None else None,
-        imbalance.iteration_label if imbalance is not None else None,
-    )
     if not steps.per_gpu["steps"].sum():
         unavailable["steps"] = NO_STEPS
     load = measure_load(
@@ -278,10 +290,7 @@ def analyze(
         steps.requests,
         host.gaps if host is not None else None,
     )
-    memory: MemoryResult | None = None
-    if trace.memory_usage.height:
-        memory = measure_memory(trace.memory_usage, trace.gpus, windows, gaps.gaps)
-    else:
+    if memory is None:
         unavailable["memory"] = NO_MEMORY
     return Analysis(
         trace=trace,

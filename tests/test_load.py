@@ -75,6 +75,72 @@ def test_bursts_and_starvation_on_hand_made_tables() -> None:
     assert r.per_gpu.filter(pl.col("gpu") == 1)["starved_share"][0] == pytest.approx(0.6)
 
 
+def _covered_by_all_others(busy: pl.DataFrame, gaps: pl.DataFrame) -> list[int]:
+    """Reference: each gap's time covered by the union of every other GPU's busy time."""
+    out = []
+    for g, s, e in gaps.select("gpu", "start_ns", "end_ns").iter_rows():
+        others = sorted(busy.filter(pl.col("gpu") != g).select("start_ns", "end_ns").iter_rows())
+        covered, reach = 0, s
+        for a, b in others:
+            a, b = max(a, reach), min(b, e)
+            if b > a:
+                covered += b - a
+                reach = b
+        out.append(covered)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_starvation_coverage_equals_the_whole_union_of_other_gpus(seed: int) -> None:
+    """Only the busy intervals meeting a long gap are merged; coverage stays exact."""
+    import random
+
+    import nsysan.analyze.load as load_mod
+
+    rng = random.Random(seed)
+    rows = []
+    for g in range(rng.randint(2, 4)):
+        t = rng.randint(0, 50)
+        for _ in range(rng.randint(0, 30)):
+            start = t + rng.randint(0, 40)  # touching or apart: a union's intervals
+            t = start + rng.randint(1, 60)
+            rows.append((g, start, t))
+    busy = _frame(rows, {"gpu": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64})
+    gaps = []
+    for _ in range(rng.randint(1, 12)):
+        g, s = rng.randint(0, 3), rng.randint(0, 1500)
+        e = s + rng.randint(1, 400)
+        gaps.append((g, s, e, e - s, e - s))
+    host_gaps = _frame(
+        gaps,
+        {
+            "gpu": pl.Int32,
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "duration_ns": pl.Int64,
+            "blocking_os_ns": pl.Int64,
+        },
+    )
+    old = (load_mod.STARVATION_MIN_NS, load_mod.STARVATION_OTHERS_BUSY)
+    load_mod.STARVATION_MIN_NS, load_mod.STARVATION_OTHERS_BUSY = 1, 0.0
+    try:
+        starved = load_mod._starved(busy, host_gaps)
+    finally:
+        load_mod.STARVATION_MIN_NS, load_mod.STARVATION_OTHERS_BUSY = old
+    if busy["gpu"].n_unique() < 2:
+        assert starved.is_empty()
+        return
+    expected = host_gaps.with_columns(
+        pl.Series("covered", _covered_by_all_others(busy, host_gaps), dtype=pl.Int64)
+    ).filter(pl.col("gpu").is_in(busy["gpu"].unique().implode()))
+    got = starved.with_columns(
+        (pl.col("others_busy_share") * pl.col("duration_ns")).round().cast(pl.Int64).alias("c")
+    )
+    assert sorted(got.select("gpu", "start_ns", "end_ns", "c").iter_rows()) == sorted(
+        expected.select("gpu", "start_ns", "end_ns", "covered").iter_rows()
+    )
+
+
 def test_generated_request_burst_equals_its_ground_truth() -> None:
     truth = TRUTH["request-burst"]
     analysis = analyze(load_trace(FIXTURES / "request-burst.sqlite", launch_config=False))

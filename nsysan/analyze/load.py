@@ -202,22 +202,20 @@ def _starved(busy: pl.DataFrame, host_gaps: pl.DataFrame | None) -> pl.DataFrame
     gpus = sorted(int(g) for g in busy["gpu"].unique().to_list())
     if long.is_empty() or len(gpus) < 2:
         return pl.DataFrame(schema=_STARVED)
+    by_gpu = _intervals_by_gpu(busy)
     parts = []
     for g in gpus:
         mine = long.filter(pl.col("gpu") == g)
         if mine.is_empty():
             continue
-        others = busy.filter(pl.col("gpu") != g)
+        gap_s = mine["start_ns"].to_numpy().astype(np.int64)
+        gap_e = mine["end_ns"].to_numpy().astype(np.int64)
+        # Only the other GPUs' busy intervals that meet one of these gaps can cover it.
+        meeting = [_meeting(s, e, gap_s, gap_e) for h, (s, e) in by_gpu.items() if h != g]
         os_, oe = merge_arrays(
-            others["start_ns"].to_numpy().astype(np.int64),
-            others["end_ns"].to_numpy().astype(np.int64),
+            np.concatenate([s for s, _ in meeting]), np.concatenate([e for _, e in meeting])
         )
-        cov = _covered(
-            os_,
-            oe,
-            mine["start_ns"].to_numpy().astype(np.int64),
-            mine["end_ns"].to_numpy().astype(np.int64),
-        )
+        cov = _covered(os_, oe, gap_s, gap_e)
         parts.append(mine.with_columns(pl.Series("_others", cov, dtype=pl.Int64)))
     if not parts:
         return pl.DataFrame(schema=_STARVED)
@@ -235,3 +233,31 @@ def _starved(busy: pl.DataFrame, host_gaps: pl.DataFrame | None) -> pl.DataFrame
         .sort(["duration_ns", "gpu", "start_ns"], descending=[True, False, False])
     )
     return out.cast(_STARVED)  # type: ignore[arg-type]
+
+
+def _intervals_by_gpu(busy: pl.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per GPU, its busy intervals (disjoint: a union) as start and end arrays by start."""
+    out = {}
+    by_gpu = busy.filter(pl.col("gpu").is_not_null()).partition_by(
+        "gpu", as_dict=True, maintain_order=True
+    )
+    for (g,), rows in by_gpu.items():
+        s = rows["start_ns"].to_numpy().astype(np.int64)
+        e = rows["end_ns"].to_numpy().astype(np.int64)
+        if s.size > 1 and not (np.all(s[1:] >= s[:-1]) and np.all(e[1:] >= e[:-1])):
+            order = np.argsort(s, kind="stable")
+            s, e = merge_arrays(s[order], e[order])
+        out[int(g)] = (s, e)  # type: ignore[arg-type]
+    return out
+
+
+def _meeting(
+    s: np.ndarray, e: np.ndarray, gap_s: np.ndarray, gap_e: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals of the disjoint sorted ``s, e`` that overlap one of the gaps."""
+    first = np.searchsorted(e, gap_s, side="right")  # the first ending after the gap starts
+    stop = np.searchsorted(s, gap_e, side="left")  # the first starting at or after its end
+    count = np.maximum(stop - first, 0)
+    before = np.cumsum(count) - count
+    rows = np.arange(int(count.sum()), dtype=np.int64) + np.repeat(first - before, count)
+    return s[rows], e[rows]

@@ -34,6 +34,7 @@ kernels that do.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -430,19 +431,50 @@ def _match_instances(kernels: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _packed(df: pl.DataFrame, cols: Sequence[str]) -> pl.Expr | None:
+    """``cols`` (integers, no nulls) as one Int64 that sorts like the tuple; None when
+    a value is negative or they need more than 62 bits."""
+    key, bits = pl.lit(0, dtype=pl.Int64), 0
+    for col in cols:
+        low, top = df.select(pl.col(col).min().alias("low"), pl.col(col).max().alias("top")).row(0)
+        if low is None or low < 0:
+            return None
+        width = int(top).bit_length()
+        key, bits = key * (1 << width) + pl.col(col).cast(pl.Int64), bits + width
+    return key if bits <= 62 else None
+
+
+def _with_instance_key(df: pl.DataFrame) -> tuple[pl.DataFrame, list[str], list[str]]:
+    """``df`` with its instance as one integer ``_inst`` where it fits (the collective's
+    rank among the sorted names, the stream rank, the ordinal: grouping and sorting by it
+    cost an integer's, in the same order), and the columns to group and to sort by."""
+    names = df.get_column("collective").unique().sort().to_list()
+    coded = df.with_columns(
+        pl.col("collective").cast(pl.Enum(names)).to_physical().alias("_collective")
+    )
+    inst = _packed(coded, ["_collective", "stream_rank", "ordinal"])
+    if inst is None:
+        return coded.drop("_collective"), list(_INSTANCE), [*_INSTANCE, "gpu"]
+    keyed = coded.with_columns(inst.alias("_inst")).drop("_collective")
+    order = _packed(keyed, ["_inst", "gpu"])
+    if order is None:
+        return keyed, ["_inst"], ["_inst", "gpu"]
+    return keyed.with_columns(order.alias("_order")), ["_inst"], ["_order"]
+
+
 def _instance_kernels(matched: pl.DataFrame) -> pl.DataFrame:
-    inst = list(_INSTANCE)
     duration = pl.col("end_ns") - pl.col("start_ns")
+    keyed, inst, order = _with_instance_key(matched.filter(pl.col("matched")))
     return (
-        matched.filter(pl.col("matched"))
-        .filter(pl.col("in_window").any().over(inst))
+        keyed.filter(pl.col("in_window").any().over(inst))
         .with_columns(duration.alias("duration_ns"))
         .with_columns(
             (pl.col("start_ns") - pl.col("start_ns").min().over(inst)).alias("lag_ns"),
             (pl.col("duration_ns") - pl.col("duration_ns").min().over(inst)).alias("wait_ns"),
         )
+        .sort(order)
         .select(
-            *inst,
+            *_INSTANCE,
             "gpu",
             "stream_id",
             "start_ns",
@@ -452,15 +484,15 @@ def _instance_kernels(matched: pl.DataFrame) -> pl.DataFrame:
             "wait_ns",
             "in_window",
         )
-        .sort([*inst, "gpu"])
     )
 
 
 def _instances(instance_kernels: pl.DataFrame) -> pl.DataFrame:
-    inst = list(_INSTANCE)
+    keyed, inst, _ = _with_instance_key(instance_kernels)
     return (
-        instance_kernels.group_by(inst)
+        keyed.group_by(inst)
         .agg(
+            *(pl.col(c).first() for c in _INSTANCE if c not in inst),
             pl.len().cast(pl.Int64).alias("gpus"),
             pl.col("start_ns").min().alias("first_start_ns"),
             pl.col("start_ns").max().alias("last_start_ns"),
@@ -475,6 +507,7 @@ def _instances(instance_kernels: pl.DataFrame) -> pl.DataFrame:
         .with_columns((pl.col("last_start_ns") - pl.col("first_start_ns")).alias("skew_ns"))
         .with_columns(pl.when(pl.col("skew_ns") > 0).then(pl.col("last_gpu")).alias("last_gpu"))
         .sort(inst)
+        .select(*_INSTANCE, pl.exclude(*_INSTANCE, "_inst"))
     )
 
 

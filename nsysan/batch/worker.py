@@ -102,8 +102,9 @@ def process_trace(task: TraceTask) -> TraceOutcome:
         ncu_label = Path(task.ncu.rel or task.ncu.label) if task.ncu else None
         analysis = analyze(trace, task.settings, ncu=ncu, ncu_path=ncu_label, detail_tables=False)
         lang = task.settings.lang
-        html = render_html(build_view(analysis, diagnose(analysis), lang)).encode("utf-8")
-        document = analysis_document(analysis)
+        diagnosis = diagnose(analysis)
+        html = render_html(build_view(analysis, diagnosis, lang)).encode("utf-8")
+        document = analysis_document(analysis, diagnosis=diagnosis)
         text = dumps(document) + "\n"
         row = row_from_document(
             _plain(document),

@@ -27,5 +27,5 @@ def write_report(
     view = build_view(analysis, diagnosis, lang)
     write_html(view, path)
     if json_path is not None:
-        write_atomic(json_path, dumps(analysis_document(analysis)) + "\n")
+        write_atomic(json_path, dumps(analysis_document(analysis, diagnosis=diagnosis)) + "\n")
     return diagnosis.headline.texts[lang]

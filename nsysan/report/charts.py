@@ -142,20 +142,24 @@ def timeline_chart(view: TimelineView, div_id: str, lang: str = "en") -> str:
     gap_x: list[float] = []
     gap_y: list[float] = []
     gap_text: list[str] = []
+    # Given to the layout at once: add_shape checks the whole list again each time.
+    shapes: list[dict[str, Any]] = []
     for g, start_ns, end_ns in view.gaps:
         if g not in gpu_row:
             continue
         row = gpu_row[g]
         x0, x1 = start_ns / scale, end_ns / scale
-        fig.add_shape(
-            type="rect",
-            x0=x0,
-            x1=x1,
-            y0=row - 0.44,
-            y1=row + 0.44,
-            line={"color": GAP_COLOUR, "width": 1.2},
-            fillcolor="rgba(217,45,32,0.10)",
-            layer="above",
+        shapes.append(
+            {
+                "type": "rect",
+                "x0": x0,
+                "x1": x1,
+                "y0": row - 0.44,
+                "y1": row + 0.44,
+                "line": {"color": GAP_COLOUR, "width": 1.2},
+                "fillcolor": "rgba(217,45,32,0.10)",
+                "layer": "above",
+            }
         )
         gap_x.append(round((x0 + x1) / 2, digits + 1))
         gap_y.append(row - 0.5)
@@ -163,6 +167,8 @@ def timeline_chart(view: TimelineView, div_id: str, lang: str = "en") -> str:
             f"{_text(rows[row][0])}<br>{t('chart.gap', lang)}: {_text(fmt.duration(end_ns - start_ns))}"
             f"<br>{_text(fmt.duration(start_ns, 4))} – {_text(fmt.duration(end_ns, 4))}"
         )
+    if shapes:
+        fig.update_layout(shapes=shapes)
     if gap_x:
         fig.add_trace(
             go.Scatter(

@@ -11,7 +11,7 @@ from typing import Any
 
 from nsysan import __version__
 from nsysan.analysis import Analysis
-from nsysan.diagnose import diagnose
+from nsysan.diagnose import Diagnosis, diagnose
 from nsysan.report import fmt
 from nsysan.report.jsonout import SCHEMA_VERSION, to_jsonable
 
@@ -76,13 +76,17 @@ def _workload_json(analysis: Analysis) -> dict[str, Any] | None:
     return to_jsonable(workload)  # type: ignore[no-any-return]
 
 
-def analysis_document(analysis: Analysis, detail: str = "summary") -> dict[str, Any]:
+def analysis_document(
+    analysis: Analysis, detail: str = "summary", diagnosis: Diagnosis | None = None
+) -> dict[str, Any]:
     """Everything ``nsysan analyze --json`` prints.
 
     ``detail="summary"`` (default) leaves out the per-event tables listed in
     :data:`EVENT_TABLES` (naming them in ``omitted_event_tables``); ``"full"`` keeps them.
+    ``diagnosis``: :func:`diagnose`'s of ``analysis`` when the caller has it already.
     """
-    diagnosis = diagnose(analysis)
+    if diagnosis is None:
+        diagnosis = diagnose(analysis)
     trace = analysis.trace
     return {
         "schema_version": SCHEMA_VERSION,
