@@ -172,13 +172,13 @@ def test_global_id_decoding() -> None:
 @pytest.mark.shared
 def test_generic_events_form_gives_the_same_metrics(shared_traces: Path) -> None:
     """T028 has both forms: the older GENERIC_EVENTS JSON decodes to the same samples."""
-    from nsysan.ingest import nsys
+    from nsysan.ingest import nsys_targets
     from nsysan.ingest.sqlite import open_export
 
     db = open_export(shared_traces / "T028-nsight-systems-deep-dive/trace.sqlite")
     try:
-        generic = nsys._read_generic_gpu_metrics(db).filter(pl.col("time_ns") >= 0)
-        modern = nsys.read_gpu_metrics(db, 0)
+        generic = nsys_targets._read_generic_gpu_metrics(db).filter(pl.col("time_ns") >= 0)
+        modern = nsys_targets.read_gpu_metrics(db, 0)
     finally:
         db.close()
     assert generic.height == modern.height > 50_000
@@ -191,7 +191,7 @@ def test_text_stored_as_a_blob_in_key_value_tables_reads_as_text(tmp_path: Path)
     """Some exports store the host name and metadata values as BLOBs: shown as text."""
     import sqlite3
 
-    from nsysan.ingest.nsys import read_metadata, read_system_env
+    from nsysan.ingest.nsys_targets import read_metadata, read_system_env
     from nsysan.ingest.sqlite import open_export
 
     path = tmp_path / "blob.sqlite"

@@ -432,16 +432,16 @@ def test_instance_key_packed_or_not_gives_the_same_tables(
     rows: list[tuple[int, int, int, int, str]],
 ) -> None:
     """Instances grouped and ordered by one packed integer equal those by their columns."""
-    import nsysan.analyze.nccl as nccl_mod
+    import nsysan.analyze.nccl_instances as instances_mod
 
     kernels = _kernels(rows)
     packed = _measure(kernels)
-    original = nccl_mod._packed
-    nccl_mod._packed = lambda df, cols: None  # the fallback: group and sort by columns
+    original = instances_mod.packed_key
+    instances_mod.packed_key = lambda df, cols: None  # the fallback: group and sort by columns
     try:
         by_columns = _measure(kernels)
     finally:
-        nccl_mod._packed = original
+        instances_mod.packed_key = original
     assert_frame_equal(packed.instance_kernels, by_columns.instance_kernels)
     assert_frame_equal(packed.instances, by_columns.instances)
     assert_frame_equal(packed.per_gpu, by_columns.per_gpu)

@@ -43,11 +43,21 @@ Definition (docs/metrics/contention.md):
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import polars as pl
 
+from nsysan.analyze.contention_metrics import (
+    CLOCK_HZ_MIN,
+    HZ_PER_MHZ,
+    METRIC_KINDS,
+    METRICS_FOUND_SCHEMA,
+    MetricKind,
+    metric_key,
+    metric_name_table,
+    metrics_found,
+    normalise_units,
+)
 from nsysan.intervals import clip_to_windows, overlap_with, union_intervals
 from nsysan.model import Capabilities
 from nsysan.settings import Settings
@@ -65,42 +75,10 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class MetricKind:
-    """One recognised GPU metric: its key, unit after normalisation and name pattern."""
-
-    key: str
-    unit: str  # "share" (of peak / of time) or "MHz"
-    pattern: str  # regex on the normalised name (lower case, no bracketed suffix)
-    canonical: str  # NVIDIA's name in Nsight Systems 2023-2024 exports
-
-
-METRIC_KINDS: tuple[MetricKind, ...] = (
-    MetricKind("gr_active", "share", r"^gr active\b", "GR Active"),
-    MetricKind("sm_active", "share", r"^sm active\b", "SM Active"),
-    MetricKind("sm_issue", "share", r"^sm issue\b", "SM Issue"),
-    MetricKind("tensor_active", "share", r"^tensor\b.*\bactive\b", "Tensor Active"),
-    MetricKind("dram_read", "share", r"^dram read\b", "DRAM Read Throughput"),
-    MetricKind("dram_write", "share", r"^dram write\b", "DRAM Write Throughput"),
-    MetricKind(
-        "pcie_rx", "share", r"^pcie (rx|read)\b.*\b(throughput|bandwidth)\b", "PCIe RX Throughput"
-    ),
-    MetricKind(
-        "pcie_tx", "share", r"^pcie (tx|write)\b.*\b(throughput|bandwidth)\b", "PCIe TX Throughput"
-    ),
-    MetricKind("nvlink_rx", "share", r"^nvlink (rx|read)\b", "NVLink RX Throughput"),
-    MetricKind("nvlink_tx", "share", r"^nvlink (tx|write)\b", "NVLink TX Throughput"),
-    MetricKind("gpc_clock", "MHz", r"^gpc clock\b", "GPC Clock Frequency"),
-    MetricKind("sys_clock", "MHz", r"^sys clock\b", "SYS Clock Frequency"),
-)
 # Derived: DRAM read + write share of peak at one sample time.
 DRAM_KEY = "dram"
 GPC_CLOCK_KEY = "gpc_clock"
 
-# No GPU clock runs below 0.1 MHz or above 100 GHz: a median above this is hertz.
-CLOCK_HZ_MIN = 1e5
-HZ_PER_MHZ = 1e6
-PERCENT = 100.0
 # A pause in sampling is not filled with a stale value beyond this many intervals.
 SAMPLE_HOLD_MAX_STEPS = 4
 # At most this many bins per GPU and metric in the report's series.
@@ -109,19 +87,6 @@ SERIES_MAX_POINTS = 2000
 # the level from which bandwidth, rather than compute, plausibly limits progress.
 DRAM_PRESSURE_SHARE = 0.6
 
-_BRACKETED = re.compile(r"\s*[\[(][^\])]*[\])]")
-_SPACES = re.compile(r"\s+")
-
-METRICS_FOUND_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
-    "gpu": pl.Int32,
-    "metric": pl.String,
-    "key": pl.String,
-    "used": pl.Boolean,
-    "stored_unit": pl.String,
-    "samples": pl.Int64,
-    "first_ns": pl.Int64,
-    "last_ns": pl.Int64,
-}
 SUMMARY_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "gpu": pl.Int32,
     "key": pl.String,
@@ -209,39 +174,6 @@ class ContentionResult:
         return None if out is None else float(out)
 
 
-def _normalised_name(name: str) -> str:
-    return _SPACES.sub(" ", _BRACKETED.sub("", name)).strip().lower()
-
-
-def metric_key(name: str) -> str | None:
-    """The key of a GPU metric name (``"SM Active"`` -> ``"sm_active"``), None if unknown."""
-    norm = _normalised_name(name)
-    for kind in METRIC_KINDS:
-        if re.search(kind.pattern, norm):
-            return kind.key
-    return None
-
-
-def _name_table(names: list[str]) -> pl.DataFrame:
-    """Key, unit and preference rank of each distinct metric name (a loop over names, not rows)."""
-    canonical = {k.key: k.canonical.lower() for k in METRIC_KINDS}
-    units = {k.key: k.unit for k in METRIC_KINDS}
-    ranked: list[tuple[tuple[int, int, str], str | None]] = []
-    for name in names:
-        key = metric_key(name)
-        # Canonical name first, then the shortest, then alphabetical.
-        exact = 0 if key and _normalised_name(name) == canonical[key] else 1
-        ranked.append(((exact, len(name), name), key))
-    ranked.sort()
-    return pl.DataFrame(
-        [
-            {"metric": rank[2], "key": key, "unit": units.get(key) if key else None, "_rank": i}
-            for i, (rank, key) in enumerate(ranked)
-        ],
-        schema={"metric": pl.String, "key": pl.String, "unit": pl.String, "_rank": pl.Int64},
-    )
-
-
 def _unavailable(
     reason: str, settings: Settings, found: pl.DataFrame | None = None
 ) -> ContentionResult:
@@ -266,26 +198,6 @@ def _missing_reason(capabilities: Capabilities | None) -> str:
             if line.startswith("no GPU metrics"):
                 return line
     return _NO_METRICS
-
-
-def _normalise(used: pl.DataFrame) -> pl.DataFrame:
-    """Values as shares or MHz; ``stored_unit`` per (gpu, metric)."""
-    median = pl.col("value").median().over("gpu", "metric")
-    stored = (
-        pl.when(pl.col("unit") == "MHz")
-        .then(pl.when(median > CLOCK_HZ_MIN).then(pl.lit("Hz")).otherwise(pl.lit("MHz")))
-        .otherwise(pl.lit("percent"))
-    )
-    factor = (
-        pl.when(pl.col("stored_unit") == "Hz")
-        .then(1.0 / HZ_PER_MHZ)
-        .when(pl.col("stored_unit") == "percent")
-        .then(1.0 / PERCENT)
-        .otherwise(1.0)
-    )
-    return used.with_columns(stored.alias("stored_unit")).with_columns(
-        (pl.col("value") * factor).alias("value")
-    )
 
 
 def _with_dram(samples: pl.DataFrame) -> pl.DataFrame:
@@ -562,33 +474,6 @@ def _memory(iv: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _found(metrics: pl.DataFrame, names: pl.DataFrame, stored: pl.DataFrame) -> pl.DataFrame:
-    found = (
-        metrics.group_by("gpu", "metric")
-        .agg(
-            pl.len().cast(pl.Int64).alias("samples"),
-            pl.col("time_ns").min().alias("first_ns"),
-            pl.col("time_ns").max().alias("last_ns"),
-        )
-        .join(names.select("metric", "key", "_rank"), on="metric", how="left")
-    )
-    best = (
-        found.filter(pl.col("key").is_not_null())
-        .group_by("gpu", "key")
-        .agg(pl.col("_rank").min().alias("_best"))
-    )
-    return (
-        found.join(best, on=["gpu", "key"], how="left", nulls_equal=True)
-        .join(stored, on=["gpu", "metric"], how="left", nulls_equal=True)
-        .with_columns(
-            (pl.col("key").is_not_null() & (pl.col("_rank") == pl.col("_best"))).alias("used")
-        )
-        .sort("gpu", "metric", nulls_last=True)
-        .select(list(METRICS_FOUND_SCHEMA))
-        .cast(METRICS_FOUND_SCHEMA)  # type: ignore[arg-type]
-    )
-
-
 def measure_contention(
     gpu_metrics: pl.DataFrame,
     windows: pl.DataFrame,
@@ -610,7 +495,9 @@ def measure_contention(
     if gpu_metrics.is_empty():
         return _unavailable(_missing_reason(capabilities), settings)
     notes: list[str] = []
-    names = _name_table(gpu_metrics.get_column("metric").drop_nulls().unique().sort().to_list())
+    names = metric_name_table(
+        gpu_metrics.get_column("metric").drop_nulls().unique().sort().to_list()
+    )
     windows = windows.select(
         pl.col("gpu").cast(pl.Int32), "window_start_ns", "window_end_ns"
     ).filter(pl.col("window_end_ns") > pl.col("window_start_ns"))
@@ -631,9 +518,9 @@ def measure_contention(
     invalid = used.filter(~valid).height
     if invalid:
         notes.append(f"{invalid} GPU metrics samples with a negative or missing value were dropped")
-    used = _normalise(used.filter(valid))
+    used = normalise_units(used.filter(valid))
     stored = used.select("gpu", "metric", "stored_unit").unique()
-    found = _found(gpu_metrics, names, stored)
+    found = metrics_found(gpu_metrics, names, stored)
     for row in (
         stored.filter(pl.col("stored_unit") == "Hz")
         .select("metric")

@@ -34,12 +34,19 @@ kernels that do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
-from nsysan.intervals import clip_to_windows, is_union_inside, sort_if_needed, union_length
+from nsysan.analyze.nccl_instances import (
+    GROUP_KEY,
+    INSTANCE_KEY,
+    STREAM_KEY,
+    kernels_by_instance,
+    match_instances,
+    summarize_instances,
+)
+from nsysan.intervals import clip_to_windows, is_union_inside, union_length
 from nsysan.names import is_one_of
 
 __all__ = [
@@ -103,15 +110,6 @@ _COLLECTIVE_TOKENS = {
 # Label of the pseudo-collective "all NCCL kernels" while per-GPU and per-collective
 # figures are computed in one pass.
 _ALL = "\x00all"
-# A stream is (file, process, context, stream id).
-_STREAM = ("source", "pid", "context_id", "stream_id")
-# Stands in for a null stream key so that joins on the key keep the row.
-_NO_ID = -1
-# match_mode values: streams paired by rank, or all streams of a collective pooled.
-_BY_STREAM = "stream"
-_POOLED = "collective"
-_GROUP = ("collective", "stream_rank")
-_INSTANCE = ("collective", "stream_rank", "ordinal")
 
 
 @dataclass(frozen=True)
@@ -364,153 +362,6 @@ def _time_stats(
     )
 
 
-def _stream_ranks(nccl: pl.DataFrame) -> pl.DataFrame:
-    """Per (gpu, collective, stream): ``stream_rank`` and the collective's ``match_mode``."""
-    per_stream = ["gpu", "collective", *_STREAM]
-    streams = (
-        nccl.group_by(per_stream)
-        .agg(pl.col("start_ns").min().alias("_first_ns"))
-        .sort(["gpu", "collective", "_first_ns", *_STREAM])
-        .with_columns(
-            pl.int_range(pl.len()).over("gpu", "collective").alias("_rank"),
-            pl.len().over("gpu", "collective").alias("_streams"),
-        )
-    )
-    # Streams pair up across GPUs only if each GPU has as many of them.
-    mode = streams.group_by("collective").agg(
-        pl.when(pl.col("_streams").n_unique() == 1)
-        .then(pl.lit(_BY_STREAM))
-        .otherwise(pl.lit(_POOLED))
-        .alias("match_mode")
-    )
-    return (
-        streams.join(mode, on="collective")
-        .with_columns(
-            pl.when(pl.col("match_mode") == _BY_STREAM)
-            .then(pl.col("_rank"))
-            .otherwise(0)
-            .cast(pl.Int64)
-            .alias("stream_rank")
-        )
-        .select(*per_stream, "stream_rank", "match_mode")
-    )
-
-
-def _match_instances(kernels: pl.DataFrame) -> pl.DataFrame:
-    """The NCCL ``kernels`` (whole trace) with ``stream_rank``, ``ordinal``, ``match_mode``,
-    ``matched`` and the group figures ``gpus``, ``min_count``, ``max_count``."""
-    nccl = kernels.with_columns(pl.col(list(_STREAM)).fill_null(_NO_ID))
-    per_stream = ["gpu", "collective", *_STREAM]
-    one_stream = nccl.group_by("gpu").agg(
-        pl.all_horizontal(pl.col(c).min() == pl.col(c).max() for c in _STREAM).alias("_one")
-    )
-    if one_stream.get_column("_one").all():
-        # Each GPU runs its NCCL kernels on one stream: every collective pairs by stream.
-        ranked = nccl.with_columns(
-            pl.lit(0, pl.Int64).alias("stream_rank"), pl.lit(_BY_STREAM).alias("match_mode")
-        )
-    else:
-        ranked = nccl.join(_stream_ranks(nccl), on=per_stream)
-    nccl = sort_if_needed(
-        ranked, *("gpu", *_GROUP, "start_ns", "end_ns", *_STREAM, "correlation_id")
-    ).with_columns(
-        pl.int_range(pl.len()).over("gpu", *_GROUP).cast(pl.Int64).alias("ordinal"),
-        pl.len().over("gpu", *_GROUP).cast(pl.Int64).alias("_count"),
-    )
-    group = list(_GROUP)
-    return (
-        nccl.with_columns(
-            pl.col("gpu").n_unique().over(group).cast(pl.Int64).alias("gpus"),
-            pl.col("_count").min().over(group).alias("min_count"),
-            pl.col("_count").max().over(group).alias("max_count"),
-        )
-        .with_columns(
-            ((pl.col("gpus") >= 2) & (pl.col("ordinal") < pl.col("min_count"))).alias("matched")
-        )
-        .drop("_count")
-    )
-
-
-def _packed(df: pl.DataFrame, cols: Sequence[str]) -> pl.Expr | None:
-    """``cols`` (integers, no nulls) as one Int64 that sorts like the tuple; None when
-    a value is negative or they need more than 62 bits."""
-    key, bits = pl.lit(0, dtype=pl.Int64), 0
-    for col in cols:
-        low, top = df.select(pl.col(col).min().alias("low"), pl.col(col).max().alias("top")).row(0)
-        if low is None or low < 0:
-            return None
-        width = int(top).bit_length()
-        key, bits = key * (1 << width) + pl.col(col).cast(pl.Int64), bits + width
-    return key if bits <= 62 else None
-
-
-def _with_instance_key(df: pl.DataFrame) -> tuple[pl.DataFrame, list[str], list[str]]:
-    """``df`` with its instance as one integer ``_inst`` where it fits (the collective's
-    rank among the sorted names, the stream rank, the ordinal: grouping and sorting by it
-    cost an integer's, in the same order), and the columns to group and to sort by."""
-    names = df.get_column("collective").unique().sort().to_list()
-    coded = df.with_columns(
-        pl.col("collective").cast(pl.Enum(names)).to_physical().alias("_collective")
-    )
-    inst = _packed(coded, ["_collective", "stream_rank", "ordinal"])
-    if inst is None:
-        return coded.drop("_collective"), list(_INSTANCE), [*_INSTANCE, "gpu"]
-    keyed = coded.with_columns(inst.alias("_inst")).drop("_collective")
-    order = _packed(keyed, ["_inst", "gpu"])
-    if order is None:
-        return keyed, ["_inst"], ["_inst", "gpu"]
-    return keyed.with_columns(order.alias("_order")), ["_inst"], ["_order"]
-
-
-def _instance_kernels(matched: pl.DataFrame) -> pl.DataFrame:
-    duration = pl.col("end_ns") - pl.col("start_ns")
-    keyed, inst, order = _with_instance_key(matched.filter(pl.col("matched")))
-    return (
-        keyed.filter(pl.col("in_window").any().over(inst))
-        .with_columns(duration.alias("duration_ns"))
-        .with_columns(
-            (pl.col("start_ns") - pl.col("start_ns").min().over(inst)).alias("lag_ns"),
-            (pl.col("duration_ns") - pl.col("duration_ns").min().over(inst)).alias("wait_ns"),
-        )
-        .sort(order)
-        .select(
-            *_INSTANCE,
-            "gpu",
-            "stream_id",
-            "start_ns",
-            "end_ns",
-            "duration_ns",
-            "lag_ns",
-            "wait_ns",
-            "in_window",
-        )
-    )
-
-
-def _instances(instance_kernels: pl.DataFrame) -> pl.DataFrame:
-    keyed, inst, _ = _with_instance_key(instance_kernels)
-    return (
-        keyed.group_by(inst)
-        .agg(
-            *(pl.col(c).first() for c in _INSTANCE if c not in inst),
-            pl.len().cast(pl.Int64).alias("gpus"),
-            pl.col("start_ns").min().alias("first_start_ns"),
-            pl.col("start_ns").max().alias("last_start_ns"),
-            pl.col("duration_ns").min().alias("fastest_ns"),
-            pl.col("duration_ns").max().alias("slowest_ns"),
-            pl.col("wait_ns").sum().alias("wait_ns"),
-            pl.col("gpu")
-            .sort_by("start_ns", "gpu", descending=[False, True])
-            .last()
-            .alias("last_gpu"),
-        )
-        .with_columns((pl.col("last_start_ns") - pl.col("first_start_ns")).alias("skew_ns"))
-        .with_columns(pl.when(pl.col("skew_ns") > 0).then(pl.col("last_gpu")).alias("last_gpu"))
-        .sort(inst)
-        .select(*_INSTANCE, pl.exclude(*_INSTANCE, "_inst"))
-    )
-
-
 def _wait_stats(matched: pl.DataFrame, instance_kernels: pl.DataFrame) -> pl.DataFrame:
     """Per (gpu, collective incl. all): matched/unmatched counts and wait totals, in windows."""
     keys = ["gpu", "collective"]
@@ -522,7 +373,7 @@ def _wait_stats(matched: pl.DataFrame, instance_kernels: pl.DataFrame) -> pl.Dat
             (~pl.col("matched")).sum().cast(pl.Int64).alias("unmatched_kernels"),
         )
     )
-    last = pl.col("lag_ns") == pl.col("lag_ns").max().over(_INSTANCE)
+    last = pl.col("lag_ns") == pl.col("lag_ns").max().over(INSTANCE_KEY)
     ik = instance_kernels.with_columns((last & (pl.col("lag_ns") > 0)).alias("_last")).filter(
         pl.col("in_window")
     )
@@ -542,7 +393,7 @@ def _wait_stats(matched: pl.DataFrame, instance_kernels: pl.DataFrame) -> pl.Dat
 
 
 # The kernel columns the analysis reads.
-_KERNEL_COLUMNS = ("gpu", "start_ns", "end_ns", "short_name", "name", *_STREAM, "correlation_id")
+_KERNEL_COLUMNS = ("gpu", "start_ns", "end_ns", "short_name", "name", *STREAM_KEY, "correlation_id")
 
 _STAT_COLUMNS = (
     "nccl_kernels",
@@ -602,7 +453,9 @@ def measure_nccl(
         is_one_of(pl.col("_label"), names.get_column("_label").sort().to_list()).alias("_nccl")
     )
     nccl = _with_window(
-        kernels.select("gpu", "start_ns", "end_ns", *_STREAM, "correlation_id", "_label", "_nccl")
+        kernels.select(
+            "gpu", "start_ns", "end_ns", *STREAM_KEY, "correlation_id", "_label", "_nccl"
+        )
         .filter(pl.col("_nccl"))
         .with_columns(
             pl.col("_label")
@@ -621,9 +474,9 @@ def measure_nccl(
     )
     keys = ["gpu", "collective"]
 
-    matched = _match_instances(nccl)
-    instance_kernels = _instance_kernels(matched)
-    instances = _instances(instance_kernels)
+    matched = match_instances(nccl)
+    instance_kernels = kernels_by_instance(matched)
+    instances = summarize_instances(instance_kernels)
     stats = (
         _time_stats(nccl, kernels, labels, w)
         .rename({"kernels": "nccl_kernels", "kernel_ns": "nccl_kernel_ns"})
@@ -667,23 +520,23 @@ def measure_nccl(
 
     in_window = matched.filter(pl.col("in_window"))
     matching = (
-        matched.group_by(_GROUP)
+        matched.group_by(GROUP_KEY)
         .agg(pl.col("match_mode", "gpus", "min_count", "max_count").first())
         .join(
-            in_window.group_by(_GROUP).agg(
+            in_window.group_by(GROUP_KEY).agg(
                 pl.len().cast(pl.Int64).alias("kernels"),
                 (~pl.col("matched")).sum().cast(pl.Int64).alias("unmatched_kernels"),
             ),
-            on=list(_GROUP),
+            on=list(GROUP_KEY),
             how="left",
         )
         .join(
-            instances.group_by(_GROUP).agg(pl.len().cast(pl.Int64).alias("matched_instances")),
-            on=list(_GROUP),
+            instances.group_by(GROUP_KEY).agg(pl.len().cast(pl.Int64).alias("matched_instances")),
+            on=list(GROUP_KEY),
             how="left",
         )
         .with_columns(pl.col("kernels", "unmatched_kernels", "matched_instances").fill_null(0))
-        .sort(list(_GROUP))
+        .sort(list(GROUP_KEY))
     )
 
     totals = per_gpu.select(pl.col(*_STAT_COLUMNS, "busy_ns", "window_ns").sum())

@@ -21,7 +21,17 @@ import polars as pl
 
 from nsysan import model
 from nsysan.errors import InputNotFoundError
-from nsysan.ingest import cache, graphs, identity, nsys, nsysrep, resources, validate
+from nsysan.ingest import (
+    cache,
+    graphs,
+    identity,
+    nsys,
+    nsys_host,
+    nsys_targets,
+    nsysrep,
+    resources,
+    validate,
+)
 from nsysan.ingest.census import CensusMode, TableCensus
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import is_one_of, values_matching
@@ -59,17 +69,17 @@ class _SourceInfo:
 
 
 def _source_info(db: ExportDB) -> _SourceInfo:
-    meta = nsys.read_metadata(db)
-    env = nsys.read_system_env(db, ["Hostname", "TargetInstallDir", "CpuCores"])
+    meta = nsys_targets.read_metadata(db)
+    env = nsys_targets.read_system_env(db, ["Hostname", "TargetInstallDir", "CpuCores"])
     hint_match = _INSTALL_DIR_VERSION.search(env.get("TargetInstallDir", "") + "/")
-    start, stop = nsys.read_capture_window(db)
+    start, stop = nsys_targets.read_capture_window(db)
     return _SourceInfo(
         path=db.path,
         host=env.get("Hostname") or None,
         export_version=meta.get("EXPORT_PRODUCT_VERSION", "pre-2021" if not meta else "unknown"),
         schema_version=meta.get("EXPORT_SCHEMA_VERSION", ""),
         capture_version_hint=hint_match.group(1) if hint_match else None,
-        utc_start_ns=nsys.read_session_start(db),
+        utc_start_ns=nsys_targets.read_session_start(db),
         capture_start_ns=start,
         capture_end_ns=stop,
         cpu_cores=_cpu_cores(env.get("CpuCores")),
@@ -152,21 +162,21 @@ def _read_tables(
         # Largest first, so the two big tables run side by side.
         # Grid/block are read for the launch-configuration aggregate (then dropped).
         "kernels": lambda: nsys.read_kernels(db, names(), source, launch_config=True),
-        "cuda_api": lambda: nsys.read_cuda_api(db, api_names(), source),
-        "osrt": lambda: nsys.read_osrt(db, names(), source),
-        "nvtx": lambda: nsys.read_nvtx(db, names(), source),
-        "sched": lambda: nsys.read_sched(db, source),
-        "gpu_metrics": lambda: nsys.read_gpu_metrics(db, source),
+        "cuda_api": lambda: nsys_host.read_cuda_api(db, api_names(), source),
+        "osrt": lambda: nsys_host.read_osrt(db, names(), source),
+        "nvtx": lambda: nsys_host.read_nvtx(db, names(), source),
+        "sched": lambda: nsys_host.read_sched(db, source),
+        "gpu_metrics": lambda: nsys_targets.read_gpu_metrics(db, source),
         "memcpy": lambda: nsys.read_memcpy(db, source),
         "memset": lambda: nsys.read_memset(db, source),
         "graphs": lambda: graphs.read_graph_executions(db, source),
-        "overhead": lambda: nsys.read_overhead(db, names(), source),
-        "threads": lambda: nsys.read_threads(db, names(), source),
-        "processes": lambda: nsys.read_processes(db, source),
+        "overhead": lambda: nsys_host.read_overhead(db, names(), source),
+        "threads": lambda: nsys_host.read_threads(db, names(), source),
+        "processes": lambda: nsys_targets.read_processes(db, source),
         "memory_usage": lambda: resources.read_memory_usage(db, source),
     }
     if census:
-        readers.update(nsys.census_readers(db, api_names, source, exact=census == "exact"))
+        readers.update(nsys_host.census_readers(db, api_names, source, exact=census == "exact"))
     if census == "stored":  # info shows no thread; nothing then reads the string pool
         readers["threads"] = lambda: model.empty_frame(model.THREADS)
     with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
@@ -175,7 +185,7 @@ def _read_tables(
     counted = {n: r for n, r in results.items() if isinstance(r, TableCensus)}
     if _launches_needed(results):
         # No GPU activity: whether kernels were launched decides what is missing.
-        counted["cuda_api"] = nsys.launch_census(db, api_names())
+        counted["cuda_api"] = nsys_host.launch_census(db, api_names())
     tables = {n: r for n, r in results.items() if isinstance(r, pl.DataFrame)}
     tables.update({n: model.empty_frame(model.TABLE_SCHEMAS[n]) for n in counted})
     tables["launch_configs"] = resources.launch_configs(tables["kernels"])
@@ -194,9 +204,9 @@ def _read_tables(
         .unique()
         .sort("pid", "device_id")
     )
-    target_gpus = nsys.read_target_gpus(db)
+    target_gpus = nsys_targets.read_target_gpus(db)
     devices = identity.map_devices(
-        used, target_gpus, nsys.read_cuda_gpus(db), nsys.read_cuda_device_map(db)
+        used, target_gpus, nsys_targets.read_cuda_gpus(db), nsys_targets.read_cuda_device_map(db)
     )
     devices = identity.gpu_keys(devices, host, source)
     metrics_target = _metrics_targets(tables["gpu_metrics"], target_gpus)

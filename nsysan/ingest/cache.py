@@ -109,7 +109,12 @@ def lookup(key: str) -> CachedFile | None:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if meta.get("format") != CACHE_FORMAT or meta.get("key") != key:
             raise ValueError("another layout")
-        frames = {name: pl.read_parquet(entry / f"{name}.parquet") for name in meta["frames"]}
+        # One chunk per column, as a read from SQLite leaves them: Parquet gives one per
+        # row group, and every hand-over of a chunked column to numpy copies it (at 5M
+        # kernels the analyses peaked ~0.25 GB higher on the cached tables).
+        frames = {
+            name: pl.read_parquet(entry / f"{name}.parquet").rechunk() for name in meta["frames"]
+        }
         notes = tuple(str(n) for n in meta["notes"])
         os.utime(meta_path)  # last used, for eviction
     except Exception:  # noqa: BLE001 - any damage is a miss, read from SQLite instead

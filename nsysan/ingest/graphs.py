@@ -41,7 +41,7 @@ GRAPH_NAME_PREFIX = "CUDA graph "
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
 
 _GRAPH_COLUMNS = {
-    **nsys._GPU_ACTIVITY_COLUMNS,
+    **nsys.GPU_ACTIVITY_COLUMNS,
     "green_context_id": "greenContextId",
     "graph_id": "graphId",
     "graph_exec_id": "graphExecId",

@@ -18,10 +18,10 @@ from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 
-from nsysan.simulate import scenarios, scenarios_resources, serving
+from nsysan.simulate import scenarios, scenarios_parallel, scenarios_resources, serving
 from nsysan.simulate.engine import Engine
 from nsysan.simulate.ncu import write_ncu_csv
-from nsysan.simulate.scenarios import Context, Outcome, Scenario
+from nsysan.simulate.scenarios_common import Context, Outcome, Scenario
 from nsysan.simulate.trace import TraceBuilder
 from nsysan.simulate.truth import GpuTruth, GroundTruth, busy_by_gpu, frozen, total
 from nsysan.simulate.writer import add_header, write_sqlite
@@ -63,35 +63,35 @@ _SPECS: dict[str, _Spec] = {
         FIXTURE_SCALE,
     ),
     "tp-heads": _Spec(
-        scenarios.tp_heads,
+        scenarios_parallel.tp_heads,
         "8xA100, TP=8, 80 heads: ranks 0-1 hold 13 heads, the rest 9; ~12% compute skew",
         "4.1",
         "static-split-skew",
         FIXTURE_SCALE,
     ),
     "pp-bubble": _Spec(
-        scenarios.pp_bubble,
+        scenarios_parallel.pp_bubble,
         "4xA100, PP=4 with 4 micro-batches: fill/drain bubbles on every stage",
         "4.1",
         "pipeline-bubble",
         FIXTURE_SCALE,
     ),
     "moe-hot-expert": _Spec(
-        scenarios.moe_hot_expert,
+        scenarios_parallel.moe_hot_expert,
         "8xA100, EP=8: GPU 5's expert kernels take ~3.5x the others'",
         "4.1",
         "moe-hot-expert",
         FIXTURE_SCALE,
     ),
     "dp-long-tail": _Spec(
-        scenarios.dp_long_tail,
+        scenarios_parallel.dp_long_tail,
         "4xA100, DP=4 round-robin: GPU 2 gets the long generations, the others drift to idle",
         "4.2",
         "dp-long-tail",
         LONG_TAIL_FIXTURE_SCALE,
     ),
     "comm-bound": _Spec(
-        scenarios.comm_bound,
+        scenarios_parallel.comm_bound,
         "8xA100 PCIe, TP=8: NCCL all-reduce takes ~38% of GPU time",
         "4.4",
         "comm-bound",
@@ -169,7 +169,7 @@ _SPECS: dict[str, _Spec] = {
         LONG_TAIL_FIXTURE_SCALE,
     ),
     "balanced": _Spec(
-        scenarios.balanced,
+        scenarios_parallel.balanced,
         "4xA100, TP=4 over NVLink, fast host, steady clocks: a healthy control",
         "control",
         None,

@@ -1,7 +1,8 @@
 """Scenarios of launch overhead, host CPUs and device memory, with their ground truth.
 
-Kept apart from :mod:`nsysan.simulate.scenarios` (the chapter's balance scenarios);
-they use the same :class:`Context` and engine. docs/scenarios.md describes each one.
+Kept apart from :mod:`nsysan.simulate.scenarios` and
+:mod:`nsysan.simulate.scenarios_parallel`; they use the same :class:`Context` and engine
+(:mod:`nsysan.simulate.scenarios_common`). docs/scenarios.md describes each one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from nsysan.simulate.engine import (
     Rank,
 )
 from nsysan.simulate.hardware import A100_SXM, make_gpus
-from nsysan.simulate.scenarios import (
+from nsysan.simulate.scenarios_common import (
     RANK_START_SPREAD_NS,
     SAMPLING_RANGE,
     START_NS,
@@ -27,6 +28,7 @@ from nsysan.simulate.scenarios import (
     STEP_RANGE,
     Context,
     Outcome,
+    Request,
     mean,
 )
 from nsysan.simulate.trace import global_tid
@@ -437,15 +439,13 @@ def request_burst(ctx: Context) -> Outcome:
     """DP=4 behind a router: ordinary requests round-robin, then a burst of 48 requests in
     40 ms all goes to the GPU that received the fewest in the last second; while it works
     through them, the other GPUs wait on their empty queues."""
-    from nsysan.simulate.scenarios import _Request  # the long-tail scenario's request record
-
     ranks = ctx.setup(A100_SXM, BURST_GPUS, "dp rank {}")
     engine = ctx.engine
     base = ctx.program(rescaled(decode_step(1), BURST_STEP_SCALE))
     duration = round(BURST_DURATION_S * 1e9 * ctx.scale)
     end = START_NS + duration
     burst_at = START_NS + round(duration * BURST_AT_SHARE)
-    queues: dict[int, list[_Request]] = {r.index: [] for r in ranks}
+    queues: dict[int, list[Request]] = {r.index: [] for r in ranks}
     arrivals: list[tuple[int, int]] = []  # (time, rank) of every request, for the router
     t, rid, slot = START_NS, 0, 0
     while t < end:
@@ -455,14 +455,14 @@ def request_burst(ctx: Context) -> Outcome:
             for _ in range(BURST_REQUESTS):
                 rid += 1
                 at_ns = burst_at + ctx.rng.randrange(BURST_SPREAD_NS)
-                queues[target].append(_Request(rid, at_ns, ctx.rng.randint(*BURST_TOKENS), 300))
+                queues[target].append(Request(rid, at_ns, ctx.rng.randint(*BURST_TOKENS), 300))
                 arrivals.append((at_ns, target))
             burst_at = end + 1  # once
             for q in queues.values():
                 q.sort(key=lambda r: r.arrival)
         rid += 1
         tokens = ctx.rng.randint(*BURST_TOKENS)
-        queues[slot].append(_Request(rid, t, tokens, 300))
+        queues[slot].append(Request(rid, t, tokens, 300))
         arrivals.append((t, slot))
         slot = (slot + 1) % BURST_GPUS
         t += round(ctx.rng.expovariate(1 / TRICKLE_INTERVAL_MS) * 1e6)

@@ -29,7 +29,7 @@ from nsysan.simulate import kernels as k
 from nsysan.simulate import truth
 from nsysan.simulate.engine import KERNEL_SPACING_NS, LAUNCH_LATENCY_NS, Rank, d2h, h2d
 from nsysan.simulate.hardware import A100_SXM
-from nsysan.simulate.scenarios import (
+from nsysan.simulate.scenarios_common import (
     INPUT_BYTES,
     STEP_JITTER,
     TOKEN_BYTES,
