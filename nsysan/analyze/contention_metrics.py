@@ -1,15 +1,8 @@
-"""GPU metrics by name: their keys and units (defined in :mod:`nsysan.analyze.contention`).
+"""GPU metrics by name: their keys and units.
 
-* **Input**: the trace's GPU metrics samples (Nsight Systems ``--gpu-metrics-devices``),
-  one row per (GPU, sample time, metric). Metrics are recognised by *name*, not id,
-  through :data:`METRIC_KINDS` (case-insensitive, bracketed unit suffixes ignored);
-  every name found is listed in ``metrics_found``, recognised or not. When several
-  names map to one key on a GPU, NVIDIA's canonical name is used, else the shortest
-  (then alphabetically first) name; ``metrics_found.used`` says which.
-* **Units**: activity and throughput metrics are stored as percent of peak and become
-  shares (``/ 100``); clock metrics become MHz: a clock series whose median exceeds
-  :data:`CLOCK_HZ_MIN` is in Hz (Nsight Systems documents "GPC Clock Frequency" in
-  hertz; T028 stores 1.41e9) and is divided by 1e6, otherwise it is already MHz.
+The part of :mod:`nsysan.analyze.contention` that recognises the samples' metric
+names (:data:`METRIC_KINDS`), lists every name found (``metrics_found``) and converts
+the values to shares or MHz; the module docstring there defines the input and units.
 """
 
 from __future__ import annotations

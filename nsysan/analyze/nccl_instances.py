@@ -1,20 +1,9 @@
-"""NCCL kernels matched across GPUs into instances (defined in :mod:`nsysan.analyze.nccl`).
+"""NCCL kernels matched across GPUs into instances.
 
-* **Instances**: NCCL kernels are matched across GPUs by (collective, stream rank,
-  ordinal). The stream rank orders a GPU's streams carrying that collective by their
-  first such kernel; it is used only when every GPU running the collective has the
-  same number of such streams (``match_mode`` "stream"), else all streams are pooled
-  (``match_mode`` "collective"). The ordinal counts kernels by start time within
-  (GPU, collective, stream rank). With ``m`` the smallest per-GPU count of a group
-  run on at least 2 GPUs, ordinals ``< m`` are matched; every other kernel is
-  *unmatched* and counted, never dropped silently.
-* **Skew** of an instance: latest start - earliest start. **Estimated wait** of a
-  matched kernel: its duration - the shortest duration in its instance (the early
-  arrivers wait inside the kernel for the last one).
-
-Matching runs over the whole trace; an instance is reported when at least one of its
-kernels overlaps its GPU's window, and per-GPU counts and wait totals take only the
-kernels that do.
+The part of :mod:`nsysan.analyze.nccl` that gives each NCCL kernel its stream rank and
+ordinal, matches them across GPUs and measures each instance's skew and the estimated
+wait of its kernels; the module docstring there defines instances, skew and wait.
+Instances are grouped and ordered by one packed integer key where it fits.
 """
 
 from __future__ import annotations

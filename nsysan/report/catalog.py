@@ -12,6 +12,7 @@ Identifiers (kernel names, NVTX text, metric keys, units) are not translated.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from nsysan.analyze.host_causes import CAUSE_LABELS
 
@@ -277,6 +278,11 @@ ZH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"([^:]+): (.+)", "{0}：{1}"),
     )
 )
+
+
+def unavailable_text(reasons: Mapping[str, str], name: str, lang: str) -> str:
+    """Why the analysis ``name`` is unavailable (``Analysis.unavailable``), in ``lang``."""
+    return translate(reasons.get(name, ""), lang)
 
 
 def translate(text: str, lang: str) -> str:

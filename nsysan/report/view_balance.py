@@ -15,7 +15,7 @@ import polars as pl
 from nsysan.analysis import Analysis
 from nsysan.diagnose.facts import Facts
 from nsysan.report import fmt, view_gpu
-from nsysan.report.catalog import translate
+from nsysan.report.catalog import translate, unavailable_text
 from nsysan.report.view_transfers import transfer_operation_table
 from nsysan.report.viewmodel import Section, SeriesView, Table
 
@@ -36,17 +36,13 @@ def _l(lang: Lang, en: str, zh: str) -> str:
     return zh if lang == "zh" else en
 
 
-def _reason(analysis: Analysis, name: str, lang: Lang) -> str:
-    return translate(analysis.unavailable.get(name, ""), lang)
-
-
 def balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
     imb = analysis.imbalance
     if imb is None:
         return Section(
             key="balance",
             title=TITLES["balance"][lang],
-            unavailable=_reason(analysis, "imbalance", lang),
+            unavailable=unavailable_text(analysis.unavailable, "imbalance", lang),
         )
     per = imb.per_gpu.sort("gpu")
     rows = tuple(

@@ -14,7 +14,7 @@ import polars as pl
 from nsysan.analysis import Analysis
 from nsysan.diagnose.facts import Facts
 from nsysan.report import fmt, view_gpu
-from nsysan.report.catalog import cause_label, short_cause, translate
+from nsysan.report.catalog import cause_label, short_cause, translate, unavailable_text
 from nsysan.report.view_contexts import context_table
 from nsysan.report.view_graphs import graph_table
 from nsysan.report.view_transfers import transfer_summary_table
@@ -36,10 +36,6 @@ def _l(lang: Lang, en: str, zh: str) -> str:
 
 def _score(value: float | None) -> str:
     return "n/a" if value is None else f"{value:+.2f}"
-
-
-def _reason(analysis: Analysis, name: str, lang: Lang) -> str:
-    return translate(analysis.unavailable.get(name, ""), lang)
 
 
 def _value(df: pl.DataFrame, gpu: int, col: str) -> Any:
@@ -226,7 +222,7 @@ def stagger_section(
         return Section(
             key="stagger",
             title=TITLES["stagger"][lang],
-            unavailable=_reason(analysis, "stagger", lang),
+            unavailable=unavailable_text(analysis.unavailable, "stagger", lang),
         )
     gpu_ids = sorted(labels)
     index = {g: i for i, g in enumerate(gpu_ids)}
@@ -302,7 +298,9 @@ def host_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: 
     h = analysis.host
     if h is None:
         return Section(
-            key="host", title=TITLES["host"][lang], unavailable=_reason(analysis, "host", lang)
+            key="host",
+            title=TITLES["host"][lang],
+            unavailable=unavailable_text(analysis.unavailable, "host", lang),
         )
     shares = h.shares
     causes = [

@@ -15,7 +15,7 @@ import polars as pl
 from nsysan.analysis import Analysis
 from nsysan.diagnose.facts import Facts
 from nsysan.report import fmt, view_gpu
-from nsysan.report.catalog import translate
+from nsysan.report.catalog import translate, unavailable_text
 from nsysan.report.view_appendix import ncu_join_warning
 from nsysan.report.viewmodel import Section, SeriesView, StackedSharesView, Table
 
@@ -30,10 +30,6 @@ TITLES: dict[str, dict[str, str]] = {
 
 def _l(lang: Lang, en: str, zh: str) -> str:
     return zh if lang == "zh" else en
-
-
-def _reason(analysis: Analysis, name: str, lang: Lang) -> str:
-    return translate(analysis.unavailable.get(name, ""), lang)
 
 
 def dashboard_section(
@@ -127,7 +123,7 @@ def bound_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Sec
         return Section(
             key="bound",
             title=TITLES["bound"][lang],
-            unavailable=_reason(analysis, "bound", lang),
+            unavailable=unavailable_text(analysis.unavailable, "bound", lang),
         )
     per = b.per_gpu.sort("gpu")
     classes = [c[: -len("_share")] for c in per.columns if c.endswith("_share")]
@@ -164,7 +160,7 @@ def contention_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -
         return Section(
             key="contention",
             title=TITLES["contention"][lang],
-            unavailable=_reason(analysis, "contention", lang),
+            unavailable=unavailable_text(analysis.unavailable, "contention", lang),
         )
     series = []
     for key, title_en, title_zh, ylab, kind in (
