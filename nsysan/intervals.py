@@ -50,6 +50,7 @@ __all__ = [
     "is_union_inside",
     "rows_by_unit",
     "clip_disjoint",
+    "rows_meeting",
 ]
 
 START = "start_ns"
@@ -617,6 +618,20 @@ def clip_disjoint(
         s, e = s.copy(), e.copy()
         s[0], e[-1] = max(s[0], window_start), min(e[-1], window_end)
     return s, e
+
+
+def rows_meeting(
+    starts: np.ndarray, ends: np.ndarray, window_starts: np.ndarray, window_ends: np.ndarray
+) -> np.ndarray:
+    """The rows of time-ordered intervals (starts and ends both ascending, as a union's
+    are) that overlap one of the windows; a row meeting several windows comes once per
+    window. Found as :func:`clip_disjoint` finds them for one window: two binary searches.
+    """
+    first = np.searchsorted(ends, window_starts, side="right")
+    stop = np.searchsorted(starts, window_ends, side="left")
+    count = np.maximum(stop - first, 0)
+    before = np.cumsum(count) - count
+    return np.arange(int(count.sum()), dtype=np.int64) + np.repeat(first - before, count)
 
 
 def is_union_inside(intervals: pl.DataFrame, window_start: int, window_end: int) -> bool:

@@ -105,16 +105,12 @@ from nsysan.analyze.host_launch import KIND_ORDER, feeding_launches
 from nsysan.analyze.host_loops import first_largest
 from nsysan.analyze.host_tables import (
     ENGINE,
-    PACKED_BITS,
     THREAD_KEYS,
     THREAD_NUMBER,
-    bit_widths,
     feeding_rows,
     in_group,
-    packed,
     run_starts,
     thread_groups,
-    unpacked,
 )
 from nsysan.analyze.host_timeline import (
     cause_time_per_gap,
@@ -124,6 +120,7 @@ from nsysan.analyze.host_timeline import (
 )
 from nsysan.analyze.host_transfers import transfer_time
 from nsysan.model import Trace
+from nsysan.packing import PACKED_BITS, bit_widths, packed, unpacked
 from nsysan.settings import Settings
 
 __all__ = ["LEAN_GAP_COLUMNS", "HostResult", "attribute_gaps"]

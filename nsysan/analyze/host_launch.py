@@ -17,9 +17,10 @@ import numpy as np
 import polars as pl
 
 from nsysan.analyze.host_loops import find_rows, gather_sorted
-from nsysan.analyze.host_tables import ENGINE, PACKED_BITS, bit_widths, packed, run_starts
+from nsysan.analyze.host_tables import ENGINE, run_starts
 from nsysan.intervals import sort_if_needed
 from nsysan.model import Trace
+from nsysan.packing import PACKED_BITS, bit_widths, packed
 
 __all__ = ["KIND_ORDER", "feeding_launches"]
 

@@ -1,9 +1,8 @@
 """Table plumbing shared by the parts of host attribution (:mod:`nsysan.analyze.host`).
 
 The polars engine their plans run on; a thread's key (``source, pid, tid``) and the
-number (``_th``) each feeding thread gets; integer key columns packed into one Int64
-that sorts like them, so that a look-up by a three-column key is a binary search or
-a hash look-up of one column; runs of equal keys; a table's rows on the feeding
+number (``_th``) each feeding thread gets (keys packed by :mod:`nsysan.packing`);
+runs of equal keys; a table's rows on the feeding
 threads; the feeding threads in groups, attributed one group at a time.
 """
 
@@ -15,20 +14,17 @@ from typing import Final
 import numpy as np
 import polars as pl
 
+from nsysan.packing import PACKED_BITS, bit_widths, packed, packed_key
+
 __all__ = [
     "ENGINE",
-    "PACKED_BITS",
     "THREAD_KEYS",
     "THREAD_NUMBER",
-    "bit_widths",
     "feeding_rows",
     "in_group",
-    "packed",
-    "packed_key",
     "run_starts",
     "thread_groups",
     "thread_numbers",
-    "unpacked",
 ]
 
 # Plans here are sorts and as-of joins over millions of rows; the in-memory engine
@@ -44,49 +40,6 @@ def run_starts(cols: Sequence[str]) -> pl.Expr:
     """True on the first row of each run of equal ``cols`` in a frame sorted by them."""
     changed = pl.any_horizontal(pl.col(c).ne_missing(pl.col(c).shift(1)) for c in cols)
     return changed | (pl.int_range(pl.len()) == 0)
-
-
-# Integer key columns packed into one Int64, in their order of significance, when
-# they fit in 62 bits (in every real trace: ids are 32-bit, pids under 2^22).
-PACKED_BITS = 62
-
-
-def bit_widths(frames: Sequence[pl.DataFrame], cols: Sequence[str]) -> list[int] | None:
-    """Bits per column that hold every value of ``cols`` in ``frames``; None if negative."""
-    widths = []
-    for col in cols:
-        values = [f[col] for f in frames if f[col].null_count() < f.height]
-        if not values:
-            widths.append(0)
-            continue
-        if min(v.min() for v in values) < 0:  # type: ignore[operator]
-            return None
-        widths.append(max(int(v.max()) for v in values).bit_length())  # type: ignore[arg-type]
-    return widths
-
-
-def packed_key(cols: Sequence[str], widths: Sequence[int]) -> pl.Expr:
-    """``cols`` packed into one Int64 that sorts like the tuple (null where any is null)."""
-    key = pl.lit(0, dtype=pl.Int64)
-    for col, width in zip(cols, widths, strict=True):
-        key = key * (1 << width) + pl.col(col).cast(pl.Int64)
-    return key
-
-
-def packed(df: pl.DataFrame, cols: Sequence[str], widths: Sequence[int]) -> pl.Series:
-    """``cols`` of ``df`` packed by :func:`packed_key`, as a Series named ``_key``."""
-    return df.select(packed_key(cols, widths).alias("_key")).to_series()
-
-
-def unpacked(
-    keys: pl.Series, cols: Sequence[str], widths: Sequence[int], schema: pl.Schema
-) -> pl.DataFrame:
-    """The columns ``cols`` (dtypes from ``schema``) that :func:`packed` packed into ``keys``."""
-    shifts = np.cumsum([0, *reversed(widths)])[:-1][::-1]
-    return keys.to_frame("_key").select(
-        ((pl.col("_key") // (1 << int(shift))) % (1 << width)).cast(schema[col]).alias(col)
-        for col, width, shift in zip(cols, widths, shifts, strict=True)
-    )
 
 
 def feeding_rows(df: pl.DataFrame, threads: pl.DataFrame) -> pl.LazyFrame:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from nsysan.intervals import merge_arrays
+from nsysan.intervals import merge_arrays, rows_meeting
 
 __all__ = [
     "BURST_FACTOR",
@@ -211,10 +211,13 @@ def _starved(busy: pl.DataFrame, host_gaps: pl.DataFrame | None) -> pl.DataFrame
         gap_s = mine["start_ns"].to_numpy().astype(np.int64)
         gap_e = mine["end_ns"].to_numpy().astype(np.int64)
         # Only the other GPUs' busy intervals that meet one of these gaps can cover it.
-        meeting = [_meeting(s, e, gap_s, gap_e) for h, (s, e) in by_gpu.items() if h != g]
-        os_, oe = merge_arrays(
-            np.concatenate([s for s, _ in meeting]), np.concatenate([e for _, e in meeting])
-        )
+        starts, ends = [], []
+        for h, (s, e) in by_gpu.items():
+            if h != g:
+                rows = rows_meeting(s, e, gap_s, gap_e)
+                starts.append(s[rows])
+                ends.append(e[rows])
+        os_, oe = merge_arrays(np.concatenate(starts), np.concatenate(ends))
         cov = _covered(os_, oe, gap_s, gap_e)
         parts.append(mine.with_columns(pl.Series("_others", cov, dtype=pl.Int64)))
     if not parts:
@@ -245,19 +248,6 @@ def _intervals_by_gpu(busy: pl.DataFrame) -> dict[int, tuple[np.ndarray, np.ndar
         s = rows["start_ns"].to_numpy().astype(np.int64)
         e = rows["end_ns"].to_numpy().astype(np.int64)
         if s.size > 1 and not (np.all(s[1:] >= s[:-1]) and np.all(e[1:] >= e[:-1])):
-            order = np.argsort(s, kind="stable")
-            s, e = merge_arrays(s[order], e[order])
+            s, e = merge_arrays(s, e)
         out[int(g)] = (s, e)  # type: ignore[arg-type]
     return out
-
-
-def _meeting(
-    s: np.ndarray, e: np.ndarray, gap_s: np.ndarray, gap_e: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The intervals of the disjoint sorted ``s, e`` that overlap one of the gaps."""
-    first = np.searchsorted(e, gap_s, side="right")  # the first ending after the gap starts
-    stop = np.searchsorted(s, gap_e, side="left")  # the first starting at or after its end
-    count = np.maximum(stop - first, 0)
-    before = np.cumsum(count) - count
-    rows = np.arange(int(count.sum()), dtype=np.int64) + np.repeat(first - before, count)
-    return s[rows], e[rows]

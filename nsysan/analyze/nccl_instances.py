@@ -12,7 +12,9 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from nsysan import packing
 from nsysan.intervals import sort_if_needed
+from nsysan.packing import PACKED_BITS, bit_widths
 
 __all__ = [
     "GROUP_KEY",
@@ -107,16 +109,12 @@ def match_instances(kernels: pl.DataFrame) -> pl.DataFrame:
 
 
 def packed_key(df: pl.DataFrame, cols: Sequence[str]) -> pl.Expr | None:
-    """``cols`` (integers, no nulls) as one Int64 that sorts like the tuple; None when
-    a value is negative or they need more than 62 bits."""
-    key, bits = pl.lit(0, dtype=pl.Int64), 0
-    for col in cols:
-        low, top = df.select(pl.col(col).min().alias("low"), pl.col(col).max().alias("top")).row(0)
-        if low is None or low < 0:
-            return None
-        width = int(top).bit_length()
-        key, bits = key * (1 << width) + pl.col(col).cast(pl.Int64), bits + width
-    return key if bits <= 62 else None
+    """``cols`` (integers, no nulls) of a non-empty ``df`` as one Int64 that sorts like
+    the tuple (:mod:`nsysan.packing`); None when they do not pack."""
+    widths = None if df.is_empty() else bit_widths([df], cols)
+    if widths is None or sum(widths) > PACKED_BITS:
+        return None
+    return packing.packed_key(cols, widths)
 
 
 def with_instance_key(df: pl.DataFrame) -> tuple[pl.DataFrame, list[str], list[str]]:

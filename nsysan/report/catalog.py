@@ -280,6 +280,11 @@ ZH_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 )
 
 
+def in_lang(lang: str, en: str, zh: str) -> str:
+    """The wording of ``lang`` of a pair written in the layout code."""
+    return zh if lang == "zh" else en
+
+
 def unavailable_text(reasons: Mapping[str, str], name: str, lang: str) -> str:
     """Why the analysis ``name`` is unavailable (``Analysis.unavailable``), in ``lang``."""
     return translate(reasons.get(name, ""), lang)

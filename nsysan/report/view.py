@@ -16,7 +16,7 @@ from typing import Any, Literal
 from nsysan.analysis import Analysis
 from nsysan.diagnose import Diagnosis
 from nsysan.diagnose.facts import Facts, gather_facts
-from nsysan.report.catalog import translate
+from nsysan.report.catalog import in_lang, translate
 from nsysan.report.glossary import definition_anchor, definition_title
 from nsysan.report.view_appendix import appendix
 
@@ -48,10 +48,6 @@ DIMENSIONS = {
 }
 
 
-def _l(lang: Lang, en: str, zh: str) -> str:
-    return zh if lang == "zh" else en
-
-
 def _gpu_labels(analysis: Analysis) -> dict[int, str]:
     gpus = analysis.trace.gpus.sort("gpu")
     labels = {}
@@ -66,7 +62,7 @@ def build_view(analysis: Analysis, diagnosis: Diagnosis, lang: Lang = "en") -> R
     """The whole report's view model for ``lang``."""
     labels = _gpu_labels(analysis)
     title = (
-        _l(lang, "nsysan report", "nsysan 报告")
+        in_lang(lang, "nsysan report", "nsysan 报告")
         + ": "
         + ", ".join(p.rsplit("/", 1)[-1] for p in analysis.trace.sources["path"].to_list()[:4])
         + (" …" if analysis.trace.sources.height > 4 else "")
@@ -85,7 +81,7 @@ def build_view(analysis: Analysis, diagnosis: Diagnosis, lang: Lang = "en") -> R
     recommendations = tuple(dict.fromkeys(f.recommendation[lang] for f in diagnosis.findings))
     if not recommendations and analysis.trace.has_gpu_work:
         recommendations = (
-            _l(
+            in_lang(
                 lang,
                 "No rule reached its threshold. Keep this report as a baseline and compare the next trace with `nsysan compare`.",
                 "没有规则达到阈值。保留本报告作为基线，之后用 `nsysan compare` 与新的时间线对比。",
@@ -132,7 +128,7 @@ def _cause_category(f: Any, lang: Lang) -> str:
     dim = DIMENSIONS.get(f.seed_section)
     if dim is None:
         return cause
-    return _l(lang, f"{cause} ({dim[0]})", f"{cause}（{dim[1]}）")
+    return in_lang(lang, f"{cause} ({dim[0]})", f"{cause}（{dim[1]}）")
 
 
 def _facts(analysis: Analysis, diagnosis: Diagnosis) -> Facts:

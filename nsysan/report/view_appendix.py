@@ -10,15 +10,11 @@ from nsysan import __version__
 from nsysan.analysis import Analysis
 from nsysan.ingest.ncu import join_warning
 from nsysan.report import fmt
-from nsysan.report.catalog import translate
+from nsysan.report.catalog import in_lang, translate
 from nsysan.report.glossary import definitions
 from nsysan.report.viewmodel import AppendixView, Table
 
 Lang = Literal["en", "zh"]
-
-
-def _l(lang: Lang, en: str, zh: str) -> str:
-    return zh if lang == "zh" else en
 
 
 def _flatten(prefix: str, value: Any) -> list[tuple[str, str]]:
@@ -37,18 +33,20 @@ def appendix(analysis: Analysis, lang: Lang) -> AppendixView:
     src = analysis.trace.sources
     inputs = Table(
         columns=(
-            _l(lang, "file", "文件"),
-            _l(lang, "export version", "导出版本"),
-            _l(lang, "host", "主机"),
-            _l(lang, "UTC session start", "UTC 会话起点"),
-            _l(lang, "offset applied", "时间偏移"),
+            in_lang(lang, "file", "文件"),
+            in_lang(lang, "export version", "导出版本"),
+            in_lang(lang, "host", "主机"),
+            in_lang(lang, "UTC session start", "UTC 会话起点"),
+            in_lang(lang, "offset applied", "时间偏移"),
         ),
         rows=tuple(
             (
                 str(r["path"]),
                 f"{r['export_version']}"
                 + (
-                    _l(lang, f" (schema {r['schema_version']})", f"（模式 {r['schema_version']}）")
+                    in_lang(
+                        lang, f" (schema {r['schema_version']})", f"（模式 {r['schema_version']}）"
+                    )
                     if r["schema_version"]
                     else ""
                 ),
@@ -73,7 +71,7 @@ def appendix(analysis: Analysis, lang: Lang) -> AppendixView:
         tool_version=f"nsysan {__version__}",
         inputs=inputs,
         settings=Table(
-            columns=(_l(lang, "setting", "设置"), _l(lang, "value", "值")),
+            columns=(in_lang(lang, "setting", "设置"), in_lang(lang, "value", "值")),
             rows=tuple(settings_rows),
         ),
         missing=tuple(dict.fromkeys(missing)),

@@ -15,7 +15,7 @@ import polars as pl
 from nsysan.analysis import Analysis
 from nsysan.diagnose.facts import Facts
 from nsysan.report import fmt, view_gpu
-from nsysan.report.catalog import translate, unavailable_text
+from nsysan.report.catalog import in_lang, translate, unavailable_text
 from nsysan.report.view_transfers import transfer_operation_table
 from nsysan.report.viewmodel import Section, SeriesView, Table
 
@@ -30,10 +30,6 @@ TITLES: dict[str, dict[str, str]] = {
     },
     "communication": {"en": "Communication (NCCL)", "zh": "通信（NCCL）"},
 }
-
-
-def _l(lang: Lang, en: str, zh: str) -> str:
-    return zh if lang == "zh" else en
 
 
 def balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Section:
@@ -60,14 +56,14 @@ def balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> S
         Table(
             columns=(
                 "GPU",
-                _l(lang, "busy", "忙碌"),
-                _l(lang, "busy share", "忙碌占比"),
-                _l(lang, "compute (non-NCCL)", "计算（非 NCCL）"),
+                in_lang(lang, "busy", "忙碌"),
+                in_lang(lang, "busy share", "忙碌占比"),
+                in_lang(lang, "compute (non-NCCL)", "计算（非 NCCL）"),
                 "NCCL",
-                _l(lang, "kernels", "内核数"),
+                in_lang(lang, "kernels", "内核数"),
             ),
             rows=rows,
-            note=_l(
+            note=in_lang(
                 lang,
                 f"Load-balance efficiency (mean/max): busy {fmt.percent(imb.busy_efficiency)}, compute {fmt.percent(imb.compute_efficiency)}; "
                 f"compute max/mean {fmt.ratio(imb.compute_max_over_mean)}.",
@@ -84,11 +80,11 @@ def balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> S
         tables.append(
             Table(
                 columns=(
-                    _l(lang, "kernel", "内核"),
+                    in_lang(lang, "kernel", "内核"),
                     f"GPU {imb.most_loaded_gpu}",
                     f"GPU {imb.least_loaded_gpu}",
-                    _l(lang, "difference", "差值"),
-                    _l(lang, "share of difference", "占差值比例"),
+                    in_lang(lang, "difference", "差值"),
+                    in_lang(lang, "share of difference", "占差值比例"),
                 ),
                 rows=tuple(
                     (
@@ -100,7 +96,7 @@ def balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> S
                     )
                     for r in diff.iter_rows(named=True)
                 ),
-                note=_l(
+                note=in_lang(
                     lang,
                     "Kernels behind the compute difference between the most and the least loaded GPU.",
                     "造成最忙与最闲两张卡之间计算时间差异的内核。",
@@ -110,7 +106,7 @@ def balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> S
     paragraphs = []
     if imb.bubble_share is not None:
         paragraphs.append(
-            _l(
+            in_lang(
                 lang,
                 f"Iterations found from {imb.iteration_source}: {imb.iteration_label}. Bubble share {fmt.percent(imb.bubble_share)} "
                 f"(fill {fmt.percent(imb.fill_share)}, drain {fmt.percent(imb.drain_share)}).",
@@ -119,7 +115,7 @@ def balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> S
         )
     elif imb.bubble_reason:
         paragraphs.append(
-            _l(
+            in_lang(
                 lang,
                 f"Pipeline bubbles: {imb.bubble_reason}.",
                 f"流水线气泡：{translate(imb.bubble_reason, lang)}。",
@@ -128,12 +124,12 @@ def balance_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> S
     drift = imb.drift.sort("gpu", "window")
     gpu_ids = sorted(drift["gpu"].unique().to_list()) if drift.height else []
     series = SeriesView(
-        title=_l(
+        title=in_lang(
             lang,
             f"busy share per time window ({analysis.settings.drift_windows} windows)",
             f"每个时间窗的忙碌占比（{analysis.settings.drift_windows} 个时间窗）",
         ),
-        y_label=_l(lang, "busy share", "忙碌占比"),
+        y_label=in_lang(lang, "busy share", "忙碌占比"),
         y_kind="share",
         gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
         x_ns=tuple(
@@ -163,14 +159,14 @@ def communication_section(
     n = analysis.nccl
     transfers = transfer_operation_table(analysis, lang)
     if n is None or n.nccl_kernels == 0:
-        reason = translate(analysis.unavailable.get("nccl", ""), lang) or _l(
+        reason = translate(analysis.unavailable.get("nccl", ""), lang) or in_lang(
             lang, "no NCCL kernels in this trace", "此时间线中没有 NCCL 内核"
         )
         if transfers is not None:
             return Section(
                 key="communication",
                 title=TITLES["communication"][lang],
-                paragraphs=(reason + _l(lang, "; memory copies:", "；内存拷贝："),),
+                paragraphs=(reason + in_lang(lang, "; memory copies:", "；内存拷贝："),),
                 tables=(transfers,),
             )
         return Section(key="communication", title=TITLES["communication"][lang], unavailable=reason)
@@ -189,12 +185,12 @@ def communication_section(
     table = Table(
         columns=(
             "GPU",
-            _l(lang, "NCCL kernels", "NCCL 内核数"),
-            _l(lang, "NCCL time", "NCCL 时间"),
-            _l(lang, "of busy", "占忙碌"),
-            _l(lang, "of window", "占时间窗"),
-            _l(lang, "overlapped with compute", "与计算重叠"),
-            _l(lang, "estimated wait", "估计等待"),
+            in_lang(lang, "NCCL kernels", "NCCL 内核数"),
+            in_lang(lang, "NCCL time", "NCCL 时间"),
+            in_lang(lang, "of busy", "占忙碌"),
+            in_lang(lang, "of window", "占时间窗"),
+            in_lang(lang, "overlapped with compute", "与计算重叠"),
+            in_lang(lang, "estimated wait", "估计等待"),
         ),
         rows=rows,
     )
@@ -205,10 +201,10 @@ def communication_section(
     )
     coll_table = Table(
         columns=(
-            _l(lang, "collective", "集合通信"),
-            _l(lang, "kernels", "内核数"),
-            _l(lang, "time", "时间"),
-            _l(lang, "estimated wait", "估计等待"),
+            in_lang(lang, "collective", "集合通信"),
+            in_lang(lang, "kernels", "内核数"),
+            in_lang(lang, "time", "时间"),
+            in_lang(lang, "estimated wait", "估计等待"),
         ),
         rows=tuple(
             (
@@ -220,7 +216,7 @@ def communication_section(
             for r in coll.iter_rows(named=True)
         ),
     )
-    para = _l(
+    para = in_lang(
         lang,
         f"{fmt.count(n.matched_instances)} collective instances matched across GPUs ({fmt.count(n.unmatched_kernels)} kernels unmatched); "
         f"start skew median {fmt.duration(n.skew_median_ns)}, p99 {fmt.duration(n.skew_p99_ns)}; estimated wait {fmt.percent(n.wait_share)} of NCCL time.",

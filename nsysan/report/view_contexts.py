@@ -11,13 +11,10 @@ from typing import Literal
 from nsysan.analysis import Analysis
 from nsysan.analyze.contexts import context_split
 from nsysan.report import fmt
+from nsysan.report.catalog import in_lang
 from nsysan.report.viewmodel import Table
 
 Lang = Literal["en", "zh"]
-
-
-def _l(lang: Lang, en: str, zh: str) -> str:
-    return zh if lang == "zh" else en
 
 
 def context_table(analysis: Analysis, lang: Lang) -> Table | None:
@@ -41,19 +38,19 @@ def context_table(analysis: Analysis, lang: Lang) -> Table | None:
         for r in split.iter_rows(named=True)
     )
     return Table(
-        title=_l(lang, "Contexts sharing a GPU", "共享同一 GPU 的上下文"),
+        title=in_lang(lang, "Contexts sharing a GPU", "共享同一 GPU 的上下文"),
         columns=(
             "GPU",
-            _l(lang, "process", "进程"),
-            _l(lang, "context", "上下文"),
-            _l(lang, "green context", "绿色上下文"),
-            _l(lang, "kernels", "内核数"),
-            _l(lang, "kernel time", "内核时间"),
-            _l(lang, "busy time", "忙碌时间"),
-            _l(lang, "of the GPU's busy time", "占该卡忙碌时间"),
+            in_lang(lang, "process", "进程"),
+            in_lang(lang, "context", "上下文"),
+            in_lang(lang, "green context", "绿色上下文"),
+            in_lang(lang, "kernels", "内核数"),
+            in_lang(lang, "kernel time", "内核时间"),
+            in_lang(lang, "busy time", "忙碌时间"),
+            in_lang(lang, "of the GPU's busy time", "占该卡忙碌时间"),
         ),
         rows=rows,
-        note=_l(
+        note=in_lang(
             lang,
             "The GPU is the physical device: every context on it (MPS clients, other "
             "processes, green contexts) counts towards its busy time and gaps. Busy time per "

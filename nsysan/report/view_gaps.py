@@ -14,7 +14,7 @@ import polars as pl
 from nsysan.analysis import Analysis
 from nsysan.diagnose.facts import Facts
 from nsysan.report import fmt, view_gpu
-from nsysan.report.catalog import cause_label, short_cause, translate, unavailable_text
+from nsysan.report.catalog import cause_label, in_lang, short_cause, translate, unavailable_text
 from nsysan.report.view_contexts import context_table
 from nsysan.report.view_graphs import graph_table
 from nsysan.report.view_transfers import transfer_summary_table
@@ -28,10 +28,6 @@ TITLES: dict[str, dict[str, str]] = {
     "stagger": {"en": "Stagger of gaps across GPUs", "zh": "各卡间隙的错开程度"},
     "host": {"en": "Host-side cause of gap time", "zh": "间隙时间的主机侧原因"},
 }
-
-
-def _l(lang: Lang, en: str, zh: str) -> str:
-    return zh if lang == "zh" else en
 
 
 def _score(value: float | None) -> str:
@@ -73,18 +69,22 @@ def gpu_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: F
         measured = g.measured_host_share if g else None
         row.append(fmt.percent(measured))
         main = max(g.causes, key=lambda c: g.causes[c]) if g and g.causes else None
-        row.append(short_cause(main, lang) if main else _l(lang, "n/a", "无"))
+        row.append(short_cause(main, lang) if main else in_lang(lang, "n/a", "无"))
         rows.append(tuple(row))
     columns = (
         "GPU",
-        _l(lang, "dashboard (NVML-style)", "面板利用率（NVML 口径）"),
+        in_lang(lang, "dashboard (NVML-style)", "面板利用率（NVML 口径）"),
         *(["GR Active"] if has_gr else []),
-        _l(lang, "gap share", "间隙占比"),
-        *([_l(lang, "gap share in steady state", "稳态间隙占比")] if facts.warmup_detected else []),
-        *([_l(lang, "NCCL share of busy", "NCCL 占忙碌")] if has_nccl else []),
-        *([_l(lang, "memory / compute bound", "带宽受限 / 计算受限")] if has_bound else []),
-        _l(lang, "gap time with a measured host cause", "有实测主机侧原因的间隙时间"),
-        _l(lang, "main gap cause", "主要间隙原因"),
+        in_lang(lang, "gap share", "间隙占比"),
+        *(
+            [in_lang(lang, "gap share in steady state", "稳态间隙占比")]
+            if facts.warmup_detected
+            else []
+        ),
+        *([in_lang(lang, "NCCL share of busy", "NCCL 占忙碌")] if has_nccl else []),
+        *([in_lang(lang, "memory / compute bound", "带宽受限 / 计算受限")] if has_bound else []),
+        in_lang(lang, "gap time with a measured host cause", "有实测主机侧原因的间隙时间"),
+        in_lang(lang, "main gap cause", "主要间隙原因"),
     )
     window = analysis.settings.window
     kind = {
@@ -98,7 +98,7 @@ def gpu_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: F
         if analysis.trace.graphs.height
         else ("", "")
     )
-    note = _l(
+    note = in_lang(
         lang,
         f"Window: {kind[0]}; busy = union of kernels{with_graphs[0]} on the GPU (all streams). "
         + ("GR Active comes from GPU metrics. " if has_gr else "")
@@ -111,8 +111,8 @@ def gpu_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: F
     )
     graphs = graph_table(analysis, lang)
     devices = Table(
-        title=_l(lang, "Devices", "设备"),
-        columns=("GPU", _l(lang, "device", "设备"), _l(lang, "identity", "标识")),
+        title=in_lang(lang, "Devices", "设备"),
+        columns=("GPU", in_lang(lang, "device", "设备"), in_lang(lang, "identity", "标识")),
         rows=tuple((f"GPU {gpu}", *_device(label)) for gpu, label in sorted(labels.items())),
     )
     return Section(
@@ -157,7 +157,7 @@ def gaps_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: 
         for g in gpu_ids
     )
     paragraphs = [
-        _l(
+        in_lang(
             lang,
             "A gap is a maximal interval inside the GPU's window with no kernel running. "
             "Gap share = gap time / window. The distribution covers every gap, from launch-scale microseconds to seconds.",
@@ -187,11 +187,13 @@ def gaps_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: 
                 columns=(
                     "PID",
                     "CUDA device",
-                    _l(lang, "gap share (NVIDIA gpu_gaps)", "间隙占比（NVIDIA gpu_gaps 口径）"),
-                    _l(lang, "gaps", "间隙数"),
+                    in_lang(
+                        lang, "gap share (NVIDIA gpu_gaps)", "间隙占比（NVIDIA gpu_gaps 口径）"
+                    ),
+                    in_lang(lang, "gaps", "间隙数"),
                 ),
                 rows=rows,
-                note=_l(
+                note=in_lang(
                     lang,
                     "busy = kernels + memcpy + memset + profiler overhead per process and device, as `nsys analyze -r gpu_gaps`.",
                     "忙碌 = 每进程每设备的内核 + memcpy + memset + 采集开销，与 `nsys analyze -r gpu_gaps` 相同。",
@@ -233,7 +235,7 @@ def stagger_section(
             continue
         score = None if r["stagger_score"] is None else round(float(r["stagger_score"]), 3)
         values[a][b] = values[b][a] = score
-    para = _l(
+    para = in_lang(
         lang,
         f"Verdict: {s.verdict}. Observed co-idle time is {fmt.ratio(s.co_idle_ratio)} what independent gaps would give "
         f"(stagger score {_score(s.stagger_score)}: −1 aligned, 0 independent, +1 staggered). All GPUs idle together "
@@ -248,7 +250,7 @@ def stagger_section(
     if steady is not None and analysis.dominant is not None:
         start = analysis.dominant.common_steady_start_ns
         paragraphs.append(
-            _l(
+            in_lang(
                 lang,
                 f"Steady state (after the start-up gap, from {view_gpu.at(start)} on the trace timeline): verdict {steady.verdict}, "
                 f"stagger score {_score(steady.stagger_score)}; all GPUs idle together {fmt.percent(steady.all_idle_share)} of the "
@@ -262,9 +264,9 @@ def stagger_section(
     idle = s.idle_count.sort("idle_gpus")
     table = Table(
         columns=(
-            _l(lang, "GPUs idle at once", "同时空闲的卡数"),
-            _l(lang, "observed share", "实测占比"),
-            _l(lang, "if independent", "独立时的期望"),
+            in_lang(lang, "GPUs idle at once", "同时空闲的卡数"),
+            in_lang(lang, "observed share", "实测占比"),
+            in_lang(lang, "if independent", "独立时的期望"),
         ),
         rows=tuple(
             (
@@ -283,12 +285,12 @@ def stagger_section(
         matrix=MatrixView(
             labels=tuple(f"GPU {g}" for g in gpu_ids),
             values=tuple(tuple(row) for row in values),
-            title=_l(
+            title=in_lang(
                 lang,
                 "stagger score per GPU pair (−1 aligned, 0 independent, +1 staggered)",
                 "逐对错开分数（−1 对齐，0 独立，+1 错开）",
             ),
-            value_label=_l(lang, "stagger score", "错开分数"),
+            value_label=in_lang(lang, "stagger score", "错开分数"),
             center=0.0,
         ),
     )
@@ -322,7 +324,7 @@ def host_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: 
             )
         )
     paragraphs = [
-        _l(
+        in_lang(
             lang,
             "Each nanosecond of gap time gets one cause: the host was late to launch the next kernel (and what the feeding "
             "thread was doing), or the work was already queued and the GPU waited.",
@@ -330,7 +332,7 @@ def host_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: 
         )
     ]
     paragraphs += [
-        _l(lang, f"Unavailable: {u}", f"不可用：{translate(u, lang)}") for u in h.unavailable
+        in_lang(lang, f"Unavailable: {u}", f"不可用：{translate(u, lang)}") for u in h.unavailable
     ]
     tables = list(view_gpu.cause_tables(facts.per_gpu, facts, analysis, lang))
     if h.nvtx.height:
@@ -339,8 +341,8 @@ def host_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: 
             Table(
                 columns=(
                     "GPU",
-                    _l(lang, "NVTX range on the feeding thread", "发射线程上的 NVTX 区间"),
-                    _l(lang, "gap time it covers", "覆盖的间隙时间"),
+                    in_lang(lang, "NVTX range on the feeding thread", "发射线程上的 NVTX 区间"),
+                    in_lang(lang, "gap time it covers", "覆盖的间隙时间"),
                 ),
                 rows=tuple(
                     (f"GPU {r['gpu']}", str(r["text"]), fmt.duration(r["covered_ns"]))
@@ -352,10 +354,10 @@ def host_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: 
         tables.append(
             Table(
                 columns=(
-                    _l(lang, "thread", "线程"),
-                    _l(lang, "wait call", "等待调用"),
-                    _l(lang, "~5 ms waits", "约 5 ms 的等待"),
-                    _l(lang, "GIL wait time", "GIL 等待时间"),
+                    in_lang(lang, "thread", "线程"),
+                    in_lang(lang, "wait call", "等待调用"),
+                    in_lang(lang, "~5 ms waits", "约 5 ms 的等待"),
+                    in_lang(lang, "GIL wait time", "GIL 等待时间"),
                 ),
                 rows=tuple(
                     (
@@ -378,7 +380,7 @@ def host_section(analysis: Analysis, labels: dict[int, str], lang: Lang, facts: 
                 gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
                 categories=tuple(cause_label(c, lang) for c in causes),
                 shares=tuple(matrix),
-                title=_l(lang, "share of gap time by cause", "按原因划分的间隙时间占比"),
+                title=in_lang(lang, "share of gap time by cause", "按原因划分的间隙时间占比"),
             ),
         )
         if causes

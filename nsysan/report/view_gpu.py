@@ -19,7 +19,7 @@ from nsysan.analyze.host_causes import CAUSES
 from nsysan.diagnose.facts import Facts
 from nsysan.diagnose.gpu_facts import GpuFacts
 from nsysan.report import fmt
-from nsysan.report.catalog import cause_label
+from nsysan.report.catalog import cause_label, in_lang
 from nsysan.report.viewmodel import Table
 
 Lang = Literal["en", "zh"]
@@ -27,10 +27,6 @@ Lang = Literal["en", "zh"]
 # The zoomed timeline spans this many typical busy+gap cycles of steady state.
 ZOOM_CYCLES = 40
 ZOOM_BINS = 600
-
-
-def _l(lang: Lang, en: str, zh: str) -> str:
-    return zh if lang == "zh" else en
 
 
 def at(ns: int | None) -> str:
@@ -56,9 +52,9 @@ def dominant_table(per_gpu: tuple[GpuFacts, ...], lang: Lang) -> Table | None:
             at(g.longest_start_ns),
             at(g.longest_end_ns),
             fmt.percent(g.longest_share),
-            _l(lang, "startup", "启动阶段")
+            in_lang(lang, "startup", "启动阶段")
             if g.warmup
-            else (_l(lang, "stall", "停顿") if g.dominant else "—"),
+            else (in_lang(lang, "stall", "停顿") if g.dominant else "—"),
             fmt.percent(g.window_gap_share),
             at(g.steady_start_ns),
             fmt.percent(g.gap_share),
@@ -66,20 +62,20 @@ def dominant_table(per_gpu: tuple[GpuFacts, ...], lang: Lang) -> Table | None:
         for g in per_gpu
     )
     return Table(
-        title=_l(lang, "Dominant gap and steady state", "主导间隙与稳态"),
+        title=in_lang(lang, "Dominant gap and steady state", "主导间隙与稳态"),
         columns=(
             "GPU",
-            _l(lang, "longest gap", "最长间隙"),
-            _l(lang, "start (trace timeline)", "起点（时间线）"),
-            _l(lang, "end (trace timeline)", "终点（时间线）"),
-            _l(lang, "share of the window", "占时间窗"),
-            _l(lang, "kind", "类型"),
-            _l(lang, "gap share, whole window", "间隙占比（整个时间窗）"),
-            _l(lang, "steady state from", "稳态起点"),
-            _l(lang, "gap share in steady state", "稳态间隙占比"),
+            in_lang(lang, "longest gap", "最长间隙"),
+            in_lang(lang, "start (trace timeline)", "起点（时间线）"),
+            in_lang(lang, "end (trace timeline)", "终点（时间线）"),
+            in_lang(lang, "share of the window", "占时间窗"),
+            in_lang(lang, "kind", "类型"),
+            in_lang(lang, "gap share, whole window", "间隙占比（整个时间窗）"),
+            in_lang(lang, "steady state from", "稳态起点"),
+            in_lang(lang, "gap share in steady state", "稳态间隙占比"),
         ),
         rows=rows,
-        note=_l(
+        note=in_lang(
             lang,
             "A gap of 25% or more of a GPU's window is dominant; it is the start-up when the GPU did at most 10% of its "
             "work before it, and steady state starts where it ends"
@@ -97,14 +93,14 @@ def kernel_gap_table(per_gpu: tuple[GpuFacts, ...], lang: Lang) -> Table | None:
     if not per_gpu:
         return None
     return Table(
-        title=_l(lang, "Kernel and gap sizes", "内核与间隙的大小"),
+        title=in_lang(lang, "Kernel and gap sizes", "内核与间隙的大小"),
         columns=(
             "GPU",
-            _l(lang, "kernels", "内核数"),
-            _l(lang, "median kernel", "内核时长中位数"),
-            _l(lang, "median gap", "间隙中位数"),
-            _l(lang, "gap time in gaps under 100 µs", "小于 100 µs 的间隙所占间隙时间"),
-            _l(lang, "gap time with a memory copy running", "有内存拷贝在进行的间隙时间"),
+            in_lang(lang, "kernels", "内核数"),
+            in_lang(lang, "median kernel", "内核时长中位数"),
+            in_lang(lang, "median gap", "间隙中位数"),
+            in_lang(lang, "gap time in gaps under 100 µs", "小于 100 µs 的间隙所占间隙时间"),
+            in_lang(lang, "gap time with a memory copy running", "有内存拷贝在进行的间隙时间"),
         ),
         rows=tuple(
             (
@@ -117,7 +113,7 @@ def kernel_gap_table(per_gpu: tuple[GpuFacts, ...], lang: Lang) -> Table | None:
             )
             for g in per_gpu
         ),
-        note=_l(
+        note=in_lang(
             lang,
             "Medians over the GPU's kernels and its steady-state gaps. Many small kernels with short gaps between them "
             "mean launch overhead sets the pace.",
@@ -137,13 +133,16 @@ def cause_tables(
         warm = facts.warmup_detected
         # One column per GPU, one row per cause: narrow at any GPU count.
         rows: list[tuple[str, ...]] = [
-            (_l(lang, "gap share", "间隙占比"), *(fmt.percent(g.gap_share) for g in with_causes)),
             (
-                _l(lang, "measured host-side cause", "实测的主机侧原因"),
+                in_lang(lang, "gap share", "间隙占比"),
+                *(fmt.percent(g.gap_share) for g in with_causes),
+            ),
+            (
+                in_lang(lang, "measured host-side cause", "实测的主机侧原因"),
                 *(fmt.percent(g.measured_host_share) for g in with_causes),
             ),
             (
-                _l(lang, "unattributed", "未归因"),
+                in_lang(lang, "unattributed", "未归因"),
                 *(fmt.percent(g.unattributed_share) for g in with_causes),
             ),
         ]
@@ -153,17 +152,17 @@ def cause_tables(
         ]
         tables.append(
             Table(
-                title=_l(
+                title=in_lang(
                     lang,
                     "Share of each GPU's gap time by cause" + (" (steady state)" if warm else ""),
                     "各卡间隙时间按原因划分的占比" + ("（稳态）" if warm else ""),
                 ),
                 columns=(
-                    _l(lang, "share of gap time", "占间隙时间"),
+                    in_lang(lang, "share of gap time", "占间隙时间"),
                     *(g.label for g in with_causes),
                 ),
                 rows=tuple(rows),
-                note=_l(
+                note=in_lang(
                     lang,
                     "Each nanosecond of gap time has one cause, so a GPU's causes (the rows under the first three) add up "
                     "to 100%. 'Measured host-side cause' adds the causes the trace shows (CUDA sync, GIL signature, OS "
@@ -188,28 +187,32 @@ def cause_tables(
         ]
         rows.append(
             (
-                _l(lang, "all measured host-side causes", "全部实测的主机侧原因"),
+                in_lang(lang, "all measured host-side causes", "全部实测的主机侧原因"),
                 "",
                 fmt.percent(facts.measured_host_share),
             )
         )
         rows.append(
-            (_l(lang, "all unattributed", "全部未归因"), "", fmt.percent(facts.unattributed_share))
+            (
+                in_lang(lang, "all unattributed", "全部未归因"),
+                "",
+                fmt.percent(facts.unattributed_share),
+            )
         )
         tables.append(
             Table(
-                title=_l(
+                title=in_lang(
                     lang,
                     "All GPUs together: gap time by cause",
                     "全部 GPU 合计：按原因划分的间隙时间",
                 ),
                 columns=(
-                    _l(lang, "cause", "原因"),
-                    _l(lang, "gap time", "间隙时间"),
-                    _l(lang, "share of all gap time", "占全部间隙时间"),
+                    in_lang(lang, "cause", "原因"),
+                    in_lang(lang, "gap time", "间隙时间"),
+                    in_lang(lang, "share of all gap time", "占全部间隙时间"),
                 ),
                 rows=tuple(rows),
-                note=_l(
+                note=in_lang(
                     lang,
                     "Over every GPU's whole window. The causes do not overlap and add up to 100%.",
                     "按每张卡的整个时间窗计算。各原因互不重叠，合计为 100%。",
@@ -219,17 +222,17 @@ def cause_tables(
     if facts.top_nvtx:
         tables.append(
             Table(
-                title=_l(
+                title=in_lang(
                     lang,
                     "NVTX ranges covering gap time (overlapping)",
                     "覆盖间隙时间的 NVTX 区间（相互重叠）",
                 ),
                 columns=(
-                    _l(lang, "NVTX range on the feeding thread", "发射线程上的 NVTX 区间"),
-                    _l(lang, "share of all gap time it covers", "覆盖的间隙时间占比"),
+                    in_lang(lang, "NVTX range on the feeding thread", "发射线程上的 NVTX 区间"),
+                    in_lang(lang, "share of all gap time it covers", "覆盖的间隙时间占比"),
                 ),
                 rows=tuple((str(t), fmt.percent(s)) for t, s in facts.top_nvtx),
-                note=_l(
+                note=in_lang(
                     lang,
                     "Overlapping categories: a gap inside an NVTX range can also be a GIL or OS wait, and ranges nest, "
                     "so these shares overlap the causes above and each other and do not add up to 100%.",
@@ -245,14 +248,14 @@ def nccl_outlier_table(facts: Facts, lang: Lang) -> Table | None:
     if not facts.nccl_outliers:
         return None
     return Table(
-        title=_l(lang, "Longest NCCL kernels", "最长的 NCCL 内核"),
+        title=in_lang(lang, "Longest NCCL kernels", "最长的 NCCL 内核"),
         columns=(
             "GPU",
-            _l(lang, "collective", "集合通信"),
-            _l(lang, "start (trace timeline)", "起点（时间线）"),
-            _l(lang, "duration", "时长"),
-            _l(lang, "median of that collective", "该集合通信的中位数"),
-            _l(lang, "longest / median", "最长 / 中位数"),
+            in_lang(lang, "collective", "集合通信"),
+            in_lang(lang, "start (trace timeline)", "起点（时间线）"),
+            in_lang(lang, "duration", "时长"),
+            in_lang(lang, "median of that collective", "该集合通信的中位数"),
+            in_lang(lang, "longest / median", "最长 / 中位数"),
         ),
         rows=tuple(
             (
@@ -265,7 +268,7 @@ def nccl_outlier_table(facts: Facts, lang: Lang) -> Table | None:
             )
             for o in facts.nccl_outliers
         ),
-        note=_l(
+        note=in_lang(
             lang,
             "The median is over that collective's kernels on the same GPU.",
             "中位数按同一张卡上该集合通信的所有内核计算。",

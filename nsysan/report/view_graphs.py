@@ -14,13 +14,10 @@ from nsysan.analysis import Analysis
 from nsysan.analyze.graphs import graph_work_per_gpu
 from nsysan.ingest.graphs import GRAPH_NAME_PREFIX
 from nsysan.report import fmt
+from nsysan.report.catalog import in_lang
 from nsysan.report.viewmodel import Table
 
 Lang = Literal["en", "zh"]
-
-
-def _l(lang: Lang, en: str, zh: str) -> str:
-    return zh if lang == "zh" else en
 
 
 def graph_table(analysis: Analysis, lang: Lang) -> Table | None:
@@ -34,10 +31,10 @@ def graph_table(analysis: Analysis, lang: Lang) -> Table | None:
     for r in work.iter_rows(named=True):
         if r["level"] == "graph":
             what = f"{GRAPH_NAME_PREFIX}{r['graph_id']}"
-            level = _l(lang, "graph level", "图级")
+            level = in_lang(lang, "graph level", "图级")
         else:
-            what = _l(lang, "graph-node kernels", "图节点内核")
-            level = _l(lang, "node level", "节点级")
+            what = in_lang(lang, "graph-node kernels", "图节点内核")
+            level = in_lang(lang, "node level", "节点级")
         rows.append(
             (
                 f"GPU {r['gpu']}",
@@ -50,18 +47,18 @@ def graph_table(analysis: Analysis, lang: Lang) -> Table | None:
             )
         )
     return Table(
-        title=_l(lang, "CUDA graphs", "CUDA 图"),
+        title=in_lang(lang, "CUDA graphs", "CUDA 图"),
         columns=(
             "GPU",
-            _l(lang, "graph", "图"),
-            _l(lang, "trace level", "追踪粒度"),
-            _l(lang, "executions", "执行次数"),
-            _l(lang, "kernels", "内核数"),
-            _l(lang, "time", "时间"),
-            _l(lang, "of busy", "占忙碌"),
+            in_lang(lang, "graph", "图"),
+            in_lang(lang, "trace level", "追踪粒度"),
+            in_lang(lang, "executions", "执行次数"),
+            in_lang(lang, "kernels", "内核数"),
+            in_lang(lang, "time", "时间"),
+            in_lang(lang, "of busy", "占忙碌"),
         ),
         rows=tuple(rows),
-        note=_l(
+        note=in_lang(
             lang,
             "Graph level (--cuda-graph-trace=graph): each execution is one unit of GPU work, "
             "busy from its start to its end; its kernels are not in the trace. Node level: "

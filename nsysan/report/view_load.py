@@ -12,7 +12,7 @@ import polars as pl
 
 from nsysan.analysis import Analysis
 from nsysan.report import fmt
-from nsysan.report.catalog import translate
+from nsysan.report.catalog import in_lang, translate
 from nsysan.report.viewmodel import Section, SeriesView, Table
 
 Lang = Literal["en", "zh"]
@@ -22,10 +22,6 @@ TITLES: dict[str, dict[str, str]] = {
     "load": {"en": "Load over time: bursts and starvation", "zh": "随时间变化的负载：突发与饥饿"},
 }
 STARVED_ROWS = 10
-
-
-def _l(lang: Lang, en: str, zh: str) -> str:
-    return zh if lang == "zh" else en
 
 
 def _rate(per_s: float | None) -> str:
@@ -48,27 +44,27 @@ def steps_section(analysis: Analysis, lang: Lang) -> Section:
     label = next((v for v in per["label"].to_list() if v), "")
     source = next((v for v in per["source"].to_list() if v), "")
     what = (
-        _l(
+        in_lang(
             lang,
             f"Steps are the NVTX range '{label}' on each GPU's processes (host time).",
             f"步即各卡进程上的 NVTX 区间“{label}”（主机侧时长）。",
         )
         if source == "nvtx"
-        else _l(
+        else in_lang(
             lang,
             f"Steps are the repeated kernel sequence ({translate(label, lang)}), the same boundaries on every GPU.",
             f"步即重复的内核序列（{translate(label, lang)}），各卡边界相同。",
         )
     )
     steps = Table(
-        title=_l(lang, "Per GPU: steps and throughput", "逐卡：步与吞吐"),
+        title=in_lang(lang, "Per GPU: steps and throughput", "逐卡：步与吞吐"),
         columns=(
             "GPU",
-            _l(lang, "steps", "步数"),
-            _l(lang, "steps per second", "每秒步数"),
-            _l(lang, "step p50 / p90 / p99 / max", "步时长 p50 / p90 / p99 / 最大"),
-            _l(lang, "p99 / p50", "p99 / p50"),
-            _l(lang, "kernels per second", "每秒内核数"),
+            in_lang(lang, "steps", "步数"),
+            in_lang(lang, "steps per second", "每秒步数"),
+            in_lang(lang, "step p50 / p90 / p99 / max", "步时长 p50 / p90 / p99 / 最大"),
+            in_lang(lang, "p99 / p50", "p99 / p50"),
+            in_lang(lang, "kernels per second", "每秒内核数"),
         ),
         rows=tuple(
             (
@@ -87,14 +83,14 @@ def steps_section(analysis: Analysis, lang: Lang) -> Section:
         note=what,
     )
     slow = Table(
-        title=_l(
+        title=in_lang(
             lang, "Slowest steps (start on the trace timeline)", "最慢的步（起点为时间线上的位置）"
         ),
         columns=(
             "GPU",
-            _l(lang, "start", "起点"),
-            _l(lang, "duration", "时长"),
-            _l(lang, "× median", "× 中位数"),
+            in_lang(lang, "start", "起点"),
+            in_lang(lang, "duration", "时长"),
+            in_lang(lang, "× median", "× 中位数"),
         ),
         rows=tuple(
             (
@@ -105,7 +101,7 @@ def steps_section(analysis: Analysis, lang: Lang) -> Section:
             )
             for r in result.slowest.iter_rows(named=True)
         ),
-        note=_l(
+        note=in_lang(
             lang,
             "Pass a start to --start/--end to zoom the report on it.",
             "把起点传给 --start/--end 即可把报告聚焦到该处。",
@@ -116,17 +112,17 @@ def steps_section(analysis: Analysis, lang: Lang) -> Section:
     if per["requests"].drop_nulls().len():
         tables.append(
             Table(
-                title=_l(
+                title=in_lang(
                     lang,
                     "Per GPU: requests (NVTX ranges named 'request…')",
                     "逐卡：请求（名为“request…”的 NVTX 区间）",
                 ),
                 columns=(
                     "GPU",
-                    _l(lang, "requests", "请求数"),
-                    _l(lang, "requests per second", "每秒请求数"),
-                    _l(lang, "latency p50 / p99 / max", "延迟 p50 / p99 / 最大"),
-                    _l(lang, "p99 / p50", "p99 / p50"),
+                    in_lang(lang, "requests", "请求数"),
+                    in_lang(lang, "requests per second", "每秒请求数"),
+                    in_lang(lang, "latency p50 / p99 / max", "延迟 p50 / p99 / 最大"),
+                    in_lang(lang, "p99 / p50", "p99 / p50"),
                 ),
                 rows=tuple(
                     (
@@ -146,7 +142,7 @@ def steps_section(analysis: Analysis, lang: Lang) -> Section:
         )
     else:
         paragraphs.append(
-            _l(
+            in_lang(
                 lang,
                 "No NVTX ranges named 'request…': request latency needs one start/end range per request (e.g. 'request 17').",
                 "没有名称以 request 开头的 NVTX 区间：请求延迟需要每个请求一个起止区间（名称以 request 开头，后接请求编号）。",
@@ -167,13 +163,13 @@ def load_section(analysis: Analysis, lang: Lang) -> Section:
         )
     requests = result.kind == "requests"
     unit = (
-        _l(lang, "requests arriving", "到达的请求")
+        in_lang(lang, "requests arriving", "到达的请求")
         if requests
-        else _l(lang, "kernels starting", "开始的内核")
+        else in_lang(lang, "kernels starting", "开始的内核")
     )
     gpu_ids = sorted({int(g) for g in result.windows["gpu"].to_list()})
     series = SeriesView(
-        title=_l(lang, f"load per time window ({unit})", f"每个时间窗的负载（{unit}）"),
+        title=in_lang(lang, f"load per time window ({unit})", f"每个时间窗的负载（{unit}）"),
         y_label=unit,
         y_kind="zero",
         gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
@@ -187,7 +183,7 @@ def load_section(analysis: Analysis, lang: Lang) -> Section:
         ),
     )
     paragraphs = [
-        _l(
+        in_lang(
             lang,
             "Load is requests arriving (request ranges) per window."
             if requests
@@ -201,15 +197,15 @@ def load_section(analysis: Analysis, lang: Lang) -> Section:
     if result.bursts.height:
         tables.append(
             Table(
-                title=_l(lang, "Burst windows", "突发时间窗"),
+                title=in_lang(lang, "Burst windows", "突发时间窗"),
                 columns=(
-                    _l(lang, "from", "起点"),
-                    _l(lang, "to", "终点"),
-                    _l(lang, "requests", "请求数"),
-                    _l(lang, "× median window", "× 中位数时间窗"),
-                    _l(lang, "GPU taking most", "承接最多的卡"),
-                    _l(lang, "its share", "其占比"),
-                    _l(lang, "its busy share just before", "此前的忙碌占比"),
+                    in_lang(lang, "from", "起点"),
+                    in_lang(lang, "to", "终点"),
+                    in_lang(lang, "requests", "请求数"),
+                    in_lang(lang, "× median window", "× 中位数时间窗"),
+                    in_lang(lang, "GPU taking most", "承接最多的卡"),
+                    in_lang(lang, "its share", "其占比"),
+                    in_lang(lang, "its busy share just before", "此前的忙碌占比"),
                 ),
                 rows=tuple(
                     (
@@ -229,18 +225,18 @@ def load_section(analysis: Analysis, lang: Lang) -> Section:
     if starved.height:
         tables.append(
             Table(
-                title=_l(
+                title=in_lang(
                     lang,
                     "Starved stretches (idle while other GPUs work, feeder waiting on a queue)",
                     "饥饿时段（其他卡在工作时空闲，发射线程在等待队列）",
                 ),
                 columns=(
                     "GPU",
-                    _l(lang, "from", "起点"),
-                    _l(lang, "to", "终点"),
-                    _l(lang, "duration", "时长"),
-                    _l(lang, "other GPUs busy", "其他卡忙碌"),
-                    _l(lang, "feeder waiting", "发射线程等待"),
+                    in_lang(lang, "from", "起点"),
+                    in_lang(lang, "to", "终点"),
+                    in_lang(lang, "duration", "时长"),
+                    in_lang(lang, "other GPUs busy", "其他卡忙碌"),
+                    in_lang(lang, "feeder waiting", "发射线程等待"),
                 ),
                 rows=tuple(
                     (
@@ -253,7 +249,7 @@ def load_section(analysis: Analysis, lang: Lang) -> Section:
                     )
                     for r in starved.iter_rows(named=True)
                 ),
-                note=_l(
+                note=in_lang(
                     lang,
                     "Gaps of at least 5 ms with other GPUs busy at least half of the time and the feeding thread in a blocking OS call "
                     "(queue, condition, lock) at least half of it; the longest first.",
@@ -262,7 +258,7 @@ def load_section(analysis: Analysis, lang: Lang) -> Section:
             )
         )
     else:
-        paragraphs.append(_l(lang, "No starved stretches.", "没有饥饿时段。"))
+        paragraphs.append(in_lang(lang, "No starved stretches.", "没有饥饿时段。"))
     return Section(
         key="load",
         title=TITLES["load"][lang],

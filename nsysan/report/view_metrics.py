@@ -15,7 +15,7 @@ import polars as pl
 from nsysan.analysis import Analysis
 from nsysan.diagnose.facts import Facts
 from nsysan.report import fmt, view_gpu
-from nsysan.report.catalog import translate, unavailable_text
+from nsysan.report.catalog import in_lang, translate, unavailable_text
 from nsysan.report.view_appendix import ncu_join_warning
 from nsysan.report.viewmodel import Section, SeriesView, StackedSharesView, Table
 
@@ -26,10 +26,6 @@ TITLES: dict[str, dict[str, str]] = {
     "bound": {"en": "Memory- vs compute-bound", "zh": "带宽受限与计算受限"},
     "contention": {"en": "Contention signals (GPU metrics)", "zh": "资源争用信号（GPU 指标）"},
 }
-
-
-def _l(lang: Lang, en: str, zh: str) -> str:
-    return zh if lang == "zh" else en
 
 
 def dashboard_section(
@@ -65,17 +61,17 @@ def dashboard_section(
     table = Table(
         columns=(
             "GPU",
-            _l(lang, "NVML-style utilization", "NVML 口径利用率"),
-            _l(lang, "per-period range", "各采样周期范围"),
+            in_lang(lang, "NVML-style utilization", "NVML 口径利用率"),
+            in_lang(lang, "per-period range", "各采样周期范围"),
             "GR Active",
             "SM Active",
-            _l(lang, "gap share (timeline)", "间隙占比（时间线）"),
+            in_lang(lang, "gap share (timeline)", "间隙占比（时间线）"),
         ),
         rows=rows,
-        note=_l(lang, note_en + ".", note_zh + "。"),
+        note=in_lang(lang, note_en + ".", note_zh + "。"),
     )
     paragraphs = [
-        _l(
+        in_lang(
             lang,
             "NVML's utilization is the share of each sample period with at least one kernel running, so its mean equals the "
             "timeline's busy share; what a dashboard hides is where the gaps are (which GPUs idle together) and how busy the SMs are "
@@ -98,7 +94,7 @@ def dashboard_section(
         gr_span = view_gpu.span_text(gr)
         nvml_span = view_gpu.span_text(nvml)
         paragraphs.append(
-            _l(
+            in_lang(
                 lang,
                 f"Two dashboard readings, two numbers: GR Active {gr_span} (from GPU metrics; what DCGM-style dashboards show, and "
                 f"the dashboard reading the findings quote) counts any time the GPU has work resident, copies and the moments between "
@@ -137,7 +133,7 @@ def bound_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Sec
         title=TITLES["bound"][lang],
         paragraphs=(
             *((warning[1] if lang == "zh" else warning[0],) if warning else ()),
-            _l(
+            in_lang(
                 lang,
                 f"Kernel time split by Nsight Compute's speed-of-light class ({analysis.ncu_path}); 'unjoined' kernels had no Nsight Compute data and are counted, not guessed.",
                 f"按 Nsight Compute SOL 分类划分的内核时间（{analysis.ncu_path}）；“unjoined” 表示该内核没有 Nsight Compute 数据，单独计数而不推测。",
@@ -148,7 +144,7 @@ def bound_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -> Sec
                 gpu_labels=tuple(f"GPU {g}" for g in per["gpu"].to_list()),
                 categories=tuple(classes),
                 shares=shares,
-                title=_l(lang, "share of kernel time by class", "按类别划分的内核时间占比"),
+                title=in_lang(lang, "share of kernel time by class", "按类别划分的内核时间占比"),
             ),
         ),
     )
@@ -170,7 +166,7 @@ def contention_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -
             "dram_read",
             "DRAM read throughput (% of peak)",
             "显存读带宽（峰值百分比）",
-            _l(lang, "% of peak", "峰值百分比"),
+            in_lang(lang, "% of peak", "峰值百分比"),
             "share",
         ),
     ):
@@ -180,7 +176,7 @@ def contention_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -
         gpu_ids = sorted(rows["gpu"].unique().to_list())
         series.append(
             SeriesView(
-                title=_l(lang, title_en, title_zh) + _value_range(rows, key, lang),
+                title=in_lang(lang, title_en, title_zh) + _value_range(rows, key, lang),
                 y_label=ylab,
                 y_kind=kind,
                 gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
@@ -201,10 +197,10 @@ def contention_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -
     table = Table(
         columns=(
             "GPU",
-            _l(lang, "reference clock", "参考时钟"),
-            _l(lang, "busy clock mean", "忙碌时平均时钟"),
-            _l(lang, "busy clock min", "忙碌时最低时钟"),
-            _l(lang, "busy time with a drop", "降频的忙碌时间"),
+            in_lang(lang, "reference clock", "参考时钟"),
+            in_lang(lang, "busy clock mean", "忙碌时平均时钟"),
+            in_lang(lang, "busy clock min", "忙碌时最低时钟"),
+            in_lang(lang, "busy time with a drop", "降频的忙碌时间"),
         ),
         rows=tuple(
             (
@@ -220,7 +216,7 @@ def contention_section(analysis: Analysis, labels: dict[int, str], lang: Lang) -
             )
             for r in clocks.iter_rows(named=True)
         ),
-        note=_l(
+        note=in_lang(
             lang,
             f"A drop is a GPC clock more than {fmt.percent(c.clock_drop_share, 0)} below the reference while the GPU is busy.",
             f"降频指 GPU 忙碌时 GPC 时钟比参考值低 {fmt.percent(c.clock_drop_share, 0)} 以上。",
@@ -238,7 +234,7 @@ def _value_range(rows: pl.DataFrame, key: str, lang: Lang) -> str:
     low, high = rows["value"].min(), rows["value"].max()
     if low is None or high is None:
         return ""
-    return _l(
+    return in_lang(
         lang,
         f": {low:,.0f}–{high:,.0f} MHz over the capture",
         f"：采集期间 {low:,.0f}–{high:,.0f} MHz",

@@ -12,7 +12,7 @@ import polars as pl
 
 from nsysan.analysis import Analysis
 from nsysan.report import fmt
-from nsysan.report.catalog import translate
+from nsysan.report.catalog import in_lang, translate
 from nsysan.report.viewmodel import Section, SeriesView, Table
 
 Lang = Literal["en", "zh"]
@@ -34,10 +34,6 @@ CORE_ROWS = 16
 CONFIG_ROWS = 12
 
 
-def _l(lang: Lang, en: str, zh: str) -> str:
-    return zh if lang == "zh" else en
-
-
 def _rate(per_s: float | None) -> str:
     return "—" if per_s is None else fmt.rate(per_s)
 
@@ -51,20 +47,20 @@ def launch_section(analysis: Analysis, lang: Lang) -> Section:
             unavailable=translate(analysis.unavailable.get("launch", ""), lang),
         )
     per = result.per_gpu.sort("gpu")
-    yes, no = _l(lang, "yes", "是"), _l(lang, "no", "否")
+    yes, no = in_lang(lang, "yes", "是"), in_lang(lang, "no", "否")
     overhead = Table(
-        title=_l(lang, "Kernel sizes and launch-scale gaps", "内核大小与发射级间隙"),
+        title=in_lang(lang, "Kernel sizes and launch-scale gaps", "内核大小与发射级间隙"),
         columns=(
             "GPU",
-            _l(lang, "kernels (per second)", "内核数 （每秒）"),
-            _l(lang, "kernel p50 / p90 / p99", "内核时长 p50 / p90 / p99"),
-            _l(
+            in_lang(lang, "kernels (per second)", "内核数 （每秒）"),
+            in_lang(lang, "kernel p50 / p90 / p99", "内核时长 p50 / p90 / p99"),
+            in_lang(
                 lang,
                 "kernels under 10 µs (share of kernel time)",
                 "短于 10 µs 的内核 （占内核时间）",
             ),
-            _l(lang, "gaps under 10 µs (share of window)", "短于 10 µs 的间隙 （占时间窗）"),
-            _l(lang, "launch bound", "发射 受限"),
+            in_lang(lang, "gaps under 10 µs (share of window)", "短于 10 µs 的间隙 （占时间窗）"),
+            in_lang(lang, "launch bound", "发射 受限"),
         ),
         rows=tuple(
             (
@@ -79,7 +75,7 @@ def launch_section(analysis: Analysis, lang: Lang) -> Section:
             )
             for r in per.iter_rows(named=True)
         ),
-        note=_l(
+        note=in_lang(
             lang,
             "Kernels that start in each GPU's window. A GPU is launch-bound when at least half its kernels run under 10 µs "
             "and gaps under 10 µs between back-to-back kernels fill at least 20% of its window.",
@@ -94,7 +90,7 @@ def launch_section(analysis: Analysis, lang: Lang) -> Section:
         else []
     )
     histogram = Table(
-        title=_l(
+        title=in_lang(
             lang,
             "Kernel duration distribution (kernels, share of kernel time)",
             "内核时长分布（内核数，占内核时间）",
@@ -122,7 +118,7 @@ def launch_section(analysis: Analysis, lang: Lang) -> Section:
         tables.append(_config_table(result.configs, lang, sms))
     else:
         paragraphs.append(
-            _l(
+            in_lang(
                 lang,
                 "The export has no grid/block sizes for its kernels: launch configurations cannot be shown.",
                 "导出中没有内核的网格/线程块大小：无法显示发射配置。",
@@ -139,14 +135,16 @@ def launch_section(analysis: Analysis, lang: Lang) -> Section:
 def _config_table(configs: pl.DataFrame, lang: Lang, sms: dict[int, int]) -> Table:
     def flag(r: dict[str, object]) -> str:
         if r["one_thread_blocks"]:
-            return _l(lang, "one thread per block", "每块一个线程")
+            return in_lang(lang, "one thread per block", "每块一个线程")
         if r["sub_warp_blocks"]:
-            return _l(lang, "block smaller than a warp", "线程块小于一个 warp")
+            return in_lang(lang, "block smaller than a warp", "线程块小于一个 warp")
         if r["single_block"]:
             n = sms.get(int(r["gpu"]))  # type: ignore[call-overload]
             if n:
-                return _l(lang, f"single block: 1 of {n} SMs", f"单个线程块：{n} 个 SM 中的 1 个")
-            return _l(lang, "single block", "单个线程块")
+                return in_lang(
+                    lang, f"single block: 1 of {n} SMs", f"单个线程块：{n} 个 SM 中的 1 个"
+                )
+            return in_lang(lang, "single block", "单个线程块")
         return "—"
 
     def dims(r: dict[str, object], kind: str) -> str:
@@ -154,14 +152,14 @@ def _config_table(configs: pl.DataFrame, lang: Lang, sms: dict[int, int]) -> Tab
 
     rows = configs.head(CONFIG_ROWS)
     return Table(
-        title=_l(lang, "Launch configuration of the top kernels", "主要内核的发射配置"),
+        title=in_lang(lang, "Launch configuration of the top kernels", "主要内核的发射配置"),
         columns=(
             "GPU",
-            _l(lang, "kernel", "内核"),
-            _l(lang, "grid / block", "网格 / 线程块"),
-            _l(lang, "launches", "发射次数"),
-            _l(lang, "share of kernel time", "占内核时间"),
-            _l(lang, "shape", "形状"),
+            in_lang(lang, "kernel", "内核"),
+            in_lang(lang, "grid / block", "网格 / 线程块"),
+            in_lang(lang, "launches", "发射次数"),
+            in_lang(lang, "share of kernel time", "占内核时间"),
+            in_lang(lang, "shape", "形状"),
         ),
         rows=tuple(
             (
@@ -174,7 +172,7 @@ def _config_table(configs: pl.DataFrame, lang: Lang, sms: dict[int, int]) -> Tab
             )
             for r in rows.iter_rows(named=True)
         ),
-        note=_l(
+        note=in_lang(
             lang,
             f"The {CONFIG_ROWS} largest (GPU, kernel, grid, block) rows by kernel time over the whole trace, from the top five kernels of each GPU. "
             "One thread per block leaves 31 of a warp's 32 lanes idle; a single block runs on one SM.",
@@ -197,23 +195,23 @@ def cpu_section(analysis: Analysis, lang: Lang) -> Section:
     # One host: its name goes in the titles, not in a column of its own.
     named = f" — {host_names[0]}" if one else ""
     hosts = Table(
-        title=_l(
+        title=in_lang(
             lang,
             "Per host: cores running the profiled processes",
             "逐主机：运行被分析进程的 CPU 核",
         )
         + named,
         columns=(
-            *(() if one else (_l(lang, "host", "主机"),)),
-            _l(lang, "cores (seen)", "核数 （出现过）"),
-            _l(lang, "busy cores: window / gap time", "忙碌核数： 时间窗 / 间隙时间"),
-            _l(lang, "gap time with ≥90% of cores busy", "≥90% 核忙碌的 间隙时间"),
-            _l(
+            *(() if one else (in_lang(lang, "host", "主机"),)),
+            in_lang(lang, "cores (seen)", "核数 （出现过）"),
+            in_lang(lang, "busy cores: window / gap time", "忙碌核数： 时间窗 / 间隙时间"),
+            in_lang(lang, "gap time with ≥90% of cores busy", "≥90% 核忙碌的 间隙时间"),
+            in_lang(
                 lang,
                 "feeding threads: on CPU / waiting / off CPU",
                 "发射线程： 在 CPU 上 / 等待 / 不在 CPU 上",
             ),
-            _l(lang, "verdict", "结论"),
+            in_lang(lang, "verdict", "结论"),
         ),
         rows=tuple(
             (
@@ -233,7 +231,7 @@ def cpu_section(analysis: Analysis, lang: Lang) -> Section:
             )
             for r in result.hosts.iter_rows(named=True)
         ),
-        note=_l(
+        note=in_lang(
             lang,
             "Nsight Systems records context switches only for the profiled processes' threads: a core's busy share is the time it ran "
             "one of them. Time a core ran other programs, or idled, is not distinguished, so a low share never means an idle core. "
@@ -245,17 +243,17 @@ def cpu_section(analysis: Analysis, lang: Lang) -> Section:
         ),
     )
     threads = Table(
-        title=_l(
+        title=in_lang(
             lang, "Feeding threads during the gaps they ended", "发射线程在其结束的间隙中的状态"
         ),
         columns=(
             "GPU",
-            _l(lang, "thread (pid/tid)", "线程（pid/tid）"),
-            _l(lang, "gaps", "间隙数"),
-            _l(lang, "gap time", "间隙时间"),
-            _l(lang, "on CPU", "在 CPU 上"),
-            _l(lang, "waiting", "等待"),
-            _l(lang, "off CPU outside any call", "不在 CPU 上且不在调用中"),
+            in_lang(lang, "thread (pid/tid)", "线程（pid/tid）"),
+            in_lang(lang, "gaps", "间隙数"),
+            in_lang(lang, "gap time", "间隙时间"),
+            in_lang(lang, "on CPU", "在 CPU 上"),
+            in_lang(lang, "waiting", "等待"),
+            in_lang(lang, "off CPU outside any call", "不在 CPU 上且不在调用中"),
         ),
         rows=tuple(
             (
@@ -272,17 +270,17 @@ def cpu_section(analysis: Analysis, lang: Lang) -> Section:
     )
     cores = result.cores.sort(["host", "gap_busy_share", "cpu"], descending=[False, True, False])
     core_table = Table(
-        title=_l(
+        title=in_lang(
             lang,
             "Busiest cores (time running the profiled processes)",
             "最忙的 CPU 核（运行被分析进程的时间）",
         )
         + named,
         columns=(
-            *(() if one else (_l(lang, "host", "主机"),)),
+            *(() if one else (in_lang(lang, "host", "主机"),)),
             "CPU",
-            _l(lang, "share of window", "占时间窗"),
-            _l(lang, "share of gap time", "占间隙时间"),
+            in_lang(lang, "share of window", "占时间窗"),
+            in_lang(lang, "share of gap time", "占间隙时间"),
         ),
         rows=tuple(
             (
@@ -313,15 +311,15 @@ def memory_section(analysis: Analysis, lang: Lang) -> Section:
         )
     per = result.per_gpu.sort("gpu")
     table = Table(
-        title=_l(lang, "Per GPU, over its window", "逐卡（在各自时间窗内）"),
+        title=in_lang(lang, "Per GPU, over its window", "逐卡（在各自时间窗内）"),
         columns=(
             "GPU",
-            _l(lang, "capacity", "容量"),
-            _l(lang, "in use at window start", "时间窗起点占用"),
-            _l(lang, "peak (share of capacity), first at", "峰值（占容量），首次出现"),
-            _l(lang, "mean share", "平均占比"),
-            _l(lang, "window with ≥90% in use", "占用 ≥90% 的时间窗占比"),
-            _l(
+            in_lang(lang, "capacity", "容量"),
+            in_lang(lang, "in use at window start", "时间窗起点占用"),
+            in_lang(lang, "peak (share of capacity), first at", "峰值（占容量），首次出现"),
+            in_lang(lang, "mean share", "平均占比"),
+            in_lang(lang, "window with ≥90% in use", "占用 ≥90% 的时间窗占比"),
+            in_lang(
                 lang,
                 "gaps starting ≥90% full (share of gap time)",
                 "开始于 ≥90% 占用的间隙（占间隙时间）",
@@ -339,7 +337,7 @@ def memory_section(analysis: Analysis, lang: Lang) -> Section:
             )
             for r in per.iter_rows(named=True)
         ),
-        note=_l(
+        note=in_lang(
             lang,
             "In use = device memory allocated minus freed by the profiled processes since the capture began "
             "(CUDA_GPU_MEMORY_USAGE_EVENTS): allocations made before the capture and other processes' memory are not seen, "
@@ -355,8 +353,10 @@ def memory_section(analysis: Analysis, lang: Lang) -> Section:
         rows = result.series
         series = (
             SeriesView(
-                title=_l(lang, "device memory in use, share of capacity", "显存占用，占容量比例"),
-                y_label=_l(lang, "in use", "占用"),
+                title=in_lang(
+                    lang, "device memory in use, share of capacity", "显存占用，占容量比例"
+                ),
+                y_label=in_lang(lang, "in use", "占用"),
                 y_kind="share",
                 gpu_labels=tuple(f"GPU {g}" for g in gpu_ids),
                 x_ns=tuple(

@@ -17,6 +17,7 @@ from nsysan.analyze.nccl import classify_nccl
 from nsysan.diagnose.facts import Facts
 from nsysan.intervals import union_intervals
 from nsysan.report import fmt, view_gpu
+from nsysan.report.catalog import in_lang
 from nsysan.report.viewmodel import Section, TimelineView
 
 Lang = Literal["en", "zh"]
@@ -24,10 +25,6 @@ Lang = Literal["en", "zh"]
 TIMELINE_MAX_BINS = 1200
 TIMELINE_MAX_GAPS = 40
 TITLE = {"en": "Timeline (aggregated)", "zh": "时间线（聚合）"}
-
-
-def _l(lang: Lang, en: str, zh: str) -> str:
-    return zh if lang == "zh" else en
 
 
 def _binned_busy(intervals: pl.DataFrame, gpu: int, edges: np.ndarray) -> np.ndarray:
@@ -108,7 +105,7 @@ def _timeline_view(
         for g, s, e in longest.select("gpu", "start_ns", "end_ns").iter_rows()
     )
     n_kernels = analysis.trace.kernels.height
-    text = _l(
+    text = in_lang(
         lang,
         note[0].format(
             kernels=fmt.count(n_kernels), bins=n_bins, bin=fmt.duration(bin_ns), gaps=len(gaps)

@@ -12,6 +12,7 @@ import polars as pl
 
 from nsysan.analysis import Analysis
 from nsysan.report import fmt
+from nsysan.report.catalog import in_lang
 from nsysan.report.viewmodel import Table
 
 Lang = Literal["en", "zh"]
@@ -24,10 +25,6 @@ DIRECTION_ZH = {
     "HtoH": "主机→主机",
     "memset": "memset",
 }
-
-
-def _l(lang: Lang, en: str, zh: str) -> str:
-    return zh if lang == "zh" else en
 
 
 def _direction(direction: str, lang: Lang) -> str:
@@ -62,17 +59,17 @@ def transfer_summary_table(analysis: Analysis, lang: Lang) -> Table | None:
             )
         )
     return Table(
-        title=_l(lang, "Memory transfers", "内存传输"),
+        title=in_lang(lang, "Memory transfers", "内存传输"),
         columns=(
             "GPU",
-            _l(lang, "copies and memsets", "拷贝与 memset 次数"),
-            _l(lang, "by direction: bytes / time", "按方向：字节数 / 时间"),
-            _l(lang, "transfer time in the window", "时间窗内传输时间"),
-            _l(lang, "share of the window", "占时间窗"),
-            _l(lang, "with no kernel running", "无内核运行时"),
+            in_lang(lang, "copies and memsets", "拷贝与 memset 次数"),
+            in_lang(lang, "by direction: bytes / time", "按方向：字节数 / 时间"),
+            in_lang(lang, "transfer time in the window", "时间窗内传输时间"),
+            in_lang(lang, "share of the window", "占时间窗"),
+            in_lang(lang, "with no kernel running", "无内核运行时"),
         ),
         rows=tuple(rows),
-        note=_l(
+        note=in_lang(
             lang,
             "Transfer time in the window is the union of the GPU's memcpys and memsets "
             "(overlapping ones count once); by direction, the sum of durations over the "
@@ -91,16 +88,16 @@ def transfer_operation_table(analysis: Analysis, lang: Lang) -> Table | None:
     if t is None:
         return None
     return Table(
-        title=_l(lang, "Transfers by operation", "按操作类型的传输"),
+        title=in_lang(lang, "Transfers by operation", "按操作类型的传输"),
         columns=(
             "GPU",
-            _l(lang, "operation", "操作"),
-            _l(lang, "count", "次数"),
-            _l(lang, "bytes", "字节数"),
-            _l(lang, "total time", "总时间"),
-            _l(lang, "in the window", "时间窗内"),
-            _l(lang, "min", "最短"),
-            _l(lang, "max", "最长"),
+            in_lang(lang, "operation", "操作"),
+            in_lang(lang, "count", "次数"),
+            in_lang(lang, "bytes", "字节数"),
+            in_lang(lang, "total time", "总时间"),
+            in_lang(lang, "in the window", "时间窗内"),
+            in_lang(lang, "min", "最短"),
+            in_lang(lang, "max", "最长"),
         ),
         rows=tuple(
             (
