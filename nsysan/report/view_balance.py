@@ -159,7 +159,7 @@ def communication_section(
     n = analysis.nccl
     transfers = transfer_operation_table(analysis, lang)
     if n is None or n.nccl_kernels == 0:
-        reason = translate(analysis.unavailable.get("nccl", ""), lang) or in_lang(
+        reason = unavailable_text(analysis.unavailable, "nccl", lang) or in_lang(
             lang, "no NCCL kernels in this trace", "此时间线中没有 NCCL 内核"
         )
         if transfers is not None:

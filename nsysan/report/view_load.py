@@ -12,7 +12,7 @@ import polars as pl
 
 from nsysan.analysis import Analysis
 from nsysan.report import fmt
-from nsysan.report.catalog import in_lang, translate
+from nsysan.report.catalog import in_lang, translate, unavailable_text
 from nsysan.report.viewmodel import Section, SeriesView, Table
 
 Lang = Literal["en", "zh"]
@@ -38,7 +38,7 @@ def steps_section(analysis: Analysis, lang: Lang) -> Section:
         return Section(
             key="steps",
             title=TITLES["steps"][lang],
-            unavailable=translate(analysis.unavailable.get("steps", ""), lang),
+            unavailable=unavailable_text(analysis.unavailable, "steps", lang),
         )
     per = result.per_gpu.sort("gpu")
     label = next((v for v in per["label"].to_list() if v), "")
@@ -159,7 +159,7 @@ def load_section(analysis: Analysis, lang: Lang) -> Section:
         return Section(
             key="load",
             title=TITLES["load"][lang],
-            unavailable=translate(analysis.unavailable.get("load", ""), lang),
+            unavailable=unavailable_text(analysis.unavailable, "load", lang),
         )
     requests = result.kind == "requests"
     unit = (

@@ -15,7 +15,7 @@ import polars as pl
 from nsysan.analysis import Analysis
 from nsysan.diagnose.facts import Facts
 from nsysan.report import fmt, view_gpu
-from nsysan.report.catalog import in_lang, translate, unavailable_text
+from nsysan.report.catalog import in_lang, unavailable_text
 from nsysan.report.view_appendix import ncu_join_warning
 from nsysan.report.viewmodel import Section, SeriesView, StackedSharesView, Table
 
@@ -36,7 +36,7 @@ def dashboard_section(
         return Section(
             key="dashboard",
             title=TITLES["dashboard"][lang],
-            unavailable=translate(analysis.unavailable.get("dashboard", ""), lang),
+            unavailable=unavailable_text(analysis.unavailable, "dashboard", lang),
         )
     per = d.per_gpu.sort("gpu")
     rows = tuple(

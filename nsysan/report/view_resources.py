@@ -12,7 +12,7 @@ import polars as pl
 
 from nsysan.analysis import Analysis
 from nsysan.report import fmt
-from nsysan.report.catalog import in_lang, translate
+from nsysan.report.catalog import in_lang, unavailable_text
 from nsysan.report.viewmodel import Section, SeriesView, Table
 
 Lang = Literal["en", "zh"]
@@ -44,7 +44,7 @@ def launch_section(analysis: Analysis, lang: Lang) -> Section:
         return Section(
             key="launch",
             title=TITLES["launch"][lang],
-            unavailable=translate(analysis.unavailable.get("launch", ""), lang),
+            unavailable=unavailable_text(analysis.unavailable, "launch", lang),
         )
     per = result.per_gpu.sort("gpu")
     yes, no = in_lang(lang, "yes", "是"), in_lang(lang, "no", "否")
@@ -188,7 +188,7 @@ def cpu_section(analysis: Analysis, lang: Lang) -> Section:
         return Section(
             key="cpu",
             title=TITLES["cpu"][lang],
-            unavailable=translate(analysis.unavailable.get("cpu", ""), lang),
+            unavailable=unavailable_text(analysis.unavailable, "cpu", lang),
         )
     host_names = result.hosts["host"].to_list()
     one = len(host_names) == 1
@@ -307,7 +307,7 @@ def memory_section(analysis: Analysis, lang: Lang) -> Section:
         return Section(
             key="memory",
             title=TITLES["memory"][lang],
-            unavailable=translate(analysis.unavailable.get("memory", ""), lang),
+            unavailable=unavailable_text(analysis.unavailable, "memory", lang),
         )
     per = result.per_gpu.sort("gpu")
     table = Table(
