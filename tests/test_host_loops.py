@@ -18,9 +18,7 @@ from nsysan.analyze.host_loops import (
     EdgeStreams,
     Segments,
     cause_segments,
-    find_rows,
     first_largest,
-    gather_sorted,
     time_per_cause,
 )
 
@@ -223,24 +221,6 @@ def test_first_largest_takes_the_first_of_equals(rows: list[list[int]]) -> None:
     got = first_largest([columns[0], None, columns[2]], where)
     expected = [(0 if r[0] >= r[2] else 2) if w else -1 for r, w in zip(rows, where, strict=True)]
     assert got.tolist() == expected
-
-
-@hsettings(deadline=None)
-@given(
-    st.lists(st.integers(0, 40), max_size=30),
-    st.lists(st.integers(-2, 45), max_size=30),
-)
-def test_find_rows_matches_a_dictionary(keys: list[int], queries: list[int]) -> None:
-    array = np.array(keys, dtype=np.int64)
-    order = np.argsort(array, kind="stable")
-    table, repeated = gather_sorted(array, order)
-    assert table.tolist() == sorted(keys)
-    assert repeated == (len(set(keys)) < len(keys))
-    if repeated:
-        return
-    rows = find_rows(table, order, np.array(sorted(queries) + queries, dtype=np.int64))
-    row_of = {k: i for i, k in enumerate(keys)}
-    assert rows.tolist() == [row_of.get(q, -1) for q in sorted(queries) + queries]
 
 
 def test_without_a_writable_cache_the_loops_compile_per_process(

@@ -207,3 +207,31 @@ def test_text_stored_as_a_blob_in_key_value_tables_reads_as_text(tmp_path: Path)
         assert read_metadata(db) == {"EXPORT_SCHEMA_VERSION": "3.11"}
     finally:
         db.close()
+
+
+@pytest.mark.shared
+def test_big_tables_read_in_halves_side_by_side_equal_one_piece_reads(
+    shared_traces: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import nsysan.ingest.sqlite as sqlite_module
+
+    path = shared_traces / "T109-abacus/trace.sqlite"
+    # Slices of 1,000 rows: the kernel (23,805) and CUDA API (34,670) tables are then
+    # long enough to be read in row-id halves, as on exports with millions of rows.
+    monkeypatch.setattr(sqlite_module, "SLICE_ROWS", 1_000)
+    halves: list[tuple[str, int]] = []
+    ranges = sqlite_module.ExportDB._rowid_ranges
+
+    def counted(self: sqlite_module.ExportDB, table: str, parts: int) -> list[tuple[int, int]]:
+        found = ranges(self, table, parts)
+        halves.extend((table, len(found)) for _ in found[:1])
+        return found
+
+    monkeypatch.setattr(sqlite_module.ExportDB, "_rowid_ranges", counted)
+    split = load_trace([path])
+    assert sorted(halves) == [("CUPTI_ACTIVITY_KIND_KERNEL", 2), ("CUPTI_ACTIVITY_KIND_RUNTIME", 2)]
+    monkeypatch.setattr(sqlite_module.ExportDB, "_rowid_ranges", lambda *a: [])
+    whole = load_trace([path])
+    for name in model.TABLE_SCHEMAS:
+        assert split.table(name).equals(whole.table(name)), name
+    assert split.notes == whole.notes

@@ -4,9 +4,10 @@ The operation that ends a gap starts exactly at the gap's end on its unit: an ex
 as-of join on the kernels, which ingest keeps in (gpu, start) order, so neither side
 is sorted again; only operations tied at one instant are ranked, and only the gaps no
 kernel ends are searched among the copies and sets. Its launch call is the CUDA API
-row with the same (source, pid, correlation id): a binary search among those keys
-packed into one integer, only the keys sorted (an as-of join when the ids are too
-wide to pack). :func:`feeding_launches` does both for a table of gaps.
+row with the same (source, pid, correlation id): read from a table indexed by
+the id, one per process (:mod:`nsysan.analyze.host_calls`), or, where the ids are
+sparse, a binary search among those keys packed into one integer, only the keys
+sorted (an as-of join when the ids are too wide to pack). :func:`feeding_launches` does both for a table of gaps.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from nsysan.analyze.host_loops import find_rows, gather_sorted
+from nsysan.analyze.host_calls import (
+    direct_call_rows,
+    direct_call_table,
+    find_rows,
+    gather_sorted,
+)
 from nsysan.analyze.host_tables import ENGINE, run_starts
 from nsysan.intervals import sort_if_needed
 from nsysan.model import Trace
@@ -161,6 +167,37 @@ def _launch_of(found: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     if widths is None or sum(widths) > PACKED_BITS:
         return _launch_of_unpacked(found, calls)
     calls = calls.drop_nulls(_CALL_KEYS)
+    rows = _direct_rows(found, calls)
+    if rows is None:
+        rows = _sorted_rows(found, calls, widths)
+    extra = [c for c in calls.columns if c not in _CALL_KEYS]
+    return pl.concat(
+        [found, calls.select(pl.col(extra).gather(_positions(rows)))], how="horizontal"
+    )
+
+
+def _columns(df: pl.DataFrame, cols: Sequence[str]) -> list[np.ndarray]:
+    """``cols`` of ``df`` as numpy arrays, nulls as -1 (keys are non-negative)."""
+    return [df[col].fill_null(-1).to_numpy() for col in cols]
+
+
+def _direct_rows(found: pl.DataFrame, calls: pl.DataFrame) -> np.ndarray | None:
+    """Each ``found`` row's call row by a table indexed by id; None where ids are sparse."""
+    # A slot is 4 bytes, the sorted search holds 24 per call (keys, order, sorted
+    # keys): up to four slots per call (and at least 1M) is still less memory. A
+    # process's ids are numbered one after another, yet also count calls that are
+    # not traced (on the scale8 workload 0.4 calls per id).
+    lookup = direct_call_table(
+        *_columns(calls, [*_CALL_KEYS, *_PREFERRED_CALL]),
+        max_slots=4 * calls.height + (1 << 20),
+    )
+    if lookup is None:
+        return None
+    return direct_call_rows(lookup, *_columns(found, _CALL_KEYS))
+
+
+def _sorted_rows(found: pl.DataFrame, calls: pl.DataFrame, widths: list[int]) -> np.ndarray:
+    """Each ``found`` row's call row by a binary search among the sorted packed keys."""
     keys = packed(calls, _CALL_KEYS, widths).to_numpy()
     # Only the keys are sorted, not the calls. Ids rise with time in each process,
     # so the rows come in a few long runs, which a stable sort (timsort) merges fast.
@@ -169,11 +206,7 @@ def _launch_of(found: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     if repeated:
         order, table = _preferred_calls(calls, order, table)
     queries = packed(found, _CALL_KEYS, widths).fill_null(-1).to_numpy()
-    rows = find_rows(table, order, queries)
-    extra = [c for c in calls.columns if c not in _CALL_KEYS]
-    return pl.concat(
-        [found, calls.select(pl.col(extra).gather(_positions(rows)))], how="horizontal"
-    )
+    return find_rows(table, order, queries)
 
 
 def _positions(at: np.ndarray) -> pl.Series:

@@ -35,9 +35,7 @@ __all__ = [
     "EdgeStreams",
     "Segments",
     "cause_segments",
-    "find_rows",
     "first_largest",
-    "gather_sorted",
     "time_per_cause",
     "time_per_text",
 ]
@@ -466,37 +464,6 @@ def _first_largest(columns, compared, where):  # type: ignore[no-untyped-def]
                 best, at = columns[j][i], j
         top[i] = at
     return top
-
-
-@_compiled
-def gather_sorted(keys, order):  # type: ignore[no-untyped-def]
-    """``keys[order]`` (sorted by ``order``) and whether two of them are equal."""
-    table = np.empty(len(order), dtype=keys.dtype)
-    repeated = False
-    for i in range(len(order)):
-        table[i] = keys[order[i]]
-        if i and table[i] == table[i - 1]:
-            repeated = True
-    return table, repeated
-
-
-@_compiled
-def find_rows(table, rows, queries):  # type: ignore[no-untyped-def]
-    """Per query, ``rows[i]`` for the ``i`` with ``table[i] == query``; -1 where none.
-
-    ``table`` is sorted with distinct values. Queries mostly rise (ids in time
-    order), so each search gallops from where the previous one ended.
-    """
-    found = np.full(len(queries), -1, dtype=np.int64)
-    n = len(table)
-    if n == 0:
-        return found
-    at = 0
-    for k in range(len(queries)):
-        at = _last_at_or_before(table, 0, n, at, queries[k])
-        if table[at] == queries[k]:
-            found[k] = rows[at]
-    return found
 
 
 def time_per_text(

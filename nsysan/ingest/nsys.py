@@ -175,9 +175,10 @@ _LAUNCH_CONFIG_COLUMNS = {
 
 
 def read_kernels(
-    db: ExportDB, names: pl.DataFrame, source: int, launch_config: bool = True
+    db: ExportDB, names: pl.DataFrame, source: int, launch_config: bool = True, parts: int = 1
 ) -> pl.DataFrame:
-    """Kernels; grid/block (24 bytes a row) only with ``launch_config``."""
+    """Kernels; grid/block (24 bytes a row) only with ``launch_config``; ``parts``: row-id
+    ranges read side by side."""
     wanted = dict(GPU_ACTIVITY_COLUMNS)
     wanted.update(
         short_name_id="shortName", name_id="demangledName", green_context_id="greenContextId"
@@ -188,7 +189,7 @@ def read_kernels(
     def convert(df: pl.DataFrame) -> pl.DataFrame:
         return _kernel_rows(df, names)
 
-    df = read_table(db, "CUPTI_ACTIVITY_KIND_KERNEL", wanted, convert)
+    df = read_table(db, "CUPTI_ACTIVITY_KIND_KERNEL", wanted, convert, parts)
     if df is None:
         return _empty_with_global_pid(model.KERNELS)
     # Source is one constant column of the whole table (no memory).

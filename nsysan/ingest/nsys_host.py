@@ -49,9 +49,11 @@ def _thread_table(
     wanted: dict[str, str],
     source: int,
     convert: Convert | None = None,
+    parts: int = 1,
 ) -> pl.DataFrame | None:
     """A table of events on threads: ``pid`` and ``tid`` added to each slice, then ``convert``
-    (without ``source``, which is added to the whole table as one constant column)."""
+    (without ``source``, which is added to the whole table as one constant column).
+    ``parts``: row-id ranges read side by side."""
 
     def rows(df: pl.DataFrame) -> pl.DataFrame:
         df = df.with_columns(
@@ -59,7 +61,7 @@ def _thread_table(
         )
         return convert(df) if convert else df
 
-    df = read_table(db, table, {**wanted, "global_tid": "globalTid"}, rows)
+    df = read_table(db, table, {**wanted, "global_tid": "globalTid"}, rows, parts)
     return None if df is None else with_source(df, source)
 
 
@@ -71,16 +73,18 @@ _API_COLUMNS = {
 }
 
 
-def read_cuda_api(db: ExportDB, api_names: pl.DataFrame, source: int) -> pl.DataFrame:
+def read_cuda_api(
+    db: ExportDB, api_names: pl.DataFrame, source: int, parts: int = 1
+) -> pl.DataFrame:
     """CUDA API calls; ``api_names`` is :func:`nsysan.ingest.nsys.api_name_lookup` of the
-    file's StringIds."""
+    file's StringIds; ``parts``: row-id ranges read side by side."""
 
     def convert(df: pl.DataFrame) -> pl.DataFrame:
         resolved = resolve(df, api_names, "name_id", "name")
         return model.conform(resolved, unsourced(model.CUDA_API))
 
     table = "CUPTI_ACTIVITY_KIND_RUNTIME"
-    df = _thread_table(db, table, _API_COLUMNS, source, convert)
+    df = _thread_table(db, table, _API_COLUMNS, source, convert, parts)
     return model.empty_frame(model.CUDA_API) if df is None else model.conform(df, model.CUDA_API)
 
 

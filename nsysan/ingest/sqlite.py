@@ -246,7 +246,7 @@ class ExportDB:
             with ThreadPoolExecutor(max_workers=len(ranges)) as pool:
                 reads = [
                     pool.submit(
-                        self._tallied,
+                        self._tallied_slices,
                         f"{sql} WHERE rowid BETWEEN {lo} AND {hi}",
                         table,
                         wanted,
@@ -257,14 +257,15 @@ class ExportDB:
                 results = [r.result() for r in reads]
         except _NeedsCheckedRead:
             return None
-        frames = [f for f, _ in results if f is not None]
-        if not frames:
+        # Every part's slices joined once, in row order: no copy of each half first.
+        slices = [f for part, _ in results if part is not None for f in part]
+        if not slices:
             return None
         total = _Tally()
         for _, tally in results:
             total.add(tally)
         self._note(table, wanted, total)
-        return joined_slices(frames)
+        return joined_slices(slices)
 
     def rowid_range(self, table: str) -> tuple[object, object] | None:
         """``table``'s first and last row id (None, None when empty), each a b-tree descent;
@@ -325,6 +326,18 @@ class ExportDB:
         unchecked: bool = True,
     ) -> tuple[pl.DataFrame | None, _Tally]:
         """:meth:`_read_slices` without its notes: the frame and what checking dropped."""
+        slices, tally = self._tallied_slices(sql, table, wanted, convert, unchecked)
+        return (None if slices is None else joined_slices(slices)), tally
+
+    def _tallied_slices(
+        self,
+        sql: str,
+        table: str,
+        wanted: dict[str, str],
+        convert: Convert | None,
+        unchecked: bool = True,
+    ) -> tuple[list[pl.DataFrame] | None, _Tally]:
+        """:meth:`_tallied` with the checked slices not yet joined."""
         try:
             # Closed at once when the read stops part way, not when collected.
             with closing(_adbc_slices(self.path, sql)) as slices:
@@ -342,8 +355,8 @@ class ExportDB:
         wanted: dict[str, str],
         convert: Convert | None,
         unchecked: bool,
-    ) -> tuple[pl.DataFrame | None, _Tally]:
-        """``slices`` checked, converted and joined, with what checking dropped."""
+    ) -> tuple[list[pl.DataFrame] | None, _Tally]:
+        """``slices`` checked and converted (not joined), with what checking dropped."""
         required = validate.required_model_columns(table, wanted)
         tally = _Tally()
         parts: list[pl.DataFrame] = []
@@ -364,7 +377,7 @@ class ExportDB:
             if table != "StringIds":
                 tally.truncated += validate.truncated_count(df)
             parts.append(convert(df) if convert else df)
-        return joined_slices(parts), tally
+        return parts, tally
 
     def _note(self, table: str, wanted: dict[str, str], tally: _Tally) -> None:
         """The notes of what checking ``table`` dropped or cut, once per read."""

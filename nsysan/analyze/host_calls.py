@@ -1,0 +1,176 @@
+"""The launch-call look-up of host attribution, compiled (meaning in :mod:`nsysan.analyze.host_launch`).
+
+A GPU operation's launch call is the CUDA API row with the same (source, pid,
+correlation id). CUPTI numbers the calls of a process one after another, so a
+process's ids fill a range about as long as its calls: a table indexed by the id
+(one slot per id of each process's range, holding the preferred call's row) answers
+each look-up in one read, in two passes over the calls and none over a sort
+(:func:`direct_call_table`, :func:`direct_call_rows`). Where the ids are sparse or the
+processes many, the calls' keys packed into one integer are sorted and searched
+(:func:`gather_sorted`, :func:`find_rows`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nsysan.analyze.host_loops import _compiled, _last_at_or_before
+
+__all__ = [
+    "MAX_DIRECT_PROCESSES",
+    "direct_call_rows",
+    "direct_call_table",
+    "find_rows",
+    "gather_sorted",
+]
+
+# Processes a direct table is built for; beyond, the packed keys are sorted (a
+# process is found by a scan over those seen, a handful in a real run).
+MAX_DIRECT_PROCESSES = 64
+
+
+@_compiled
+def _process_at(processes, count, key, hint):  # type: ignore[no-untyped-def]
+    """The index of ``key`` among the first ``count`` ``processes``, -1 if absent.
+
+    ``hint``, the previous answer, is tried first: calls come in runs of one process.
+    """
+    if 0 <= hint < count and processes[hint] == key:
+        return hint
+    for j in range(count):
+        if processes[j] == key:
+            return j
+    return -1
+
+
+@_compiled
+def _process_key(source, pid):  # type: ignore[no-untyped-def]
+    # Both are non-negative 32-bit values (the caller checks), so this is distinct per pair.
+    return (np.int64(source) << 32) | np.int64(pid)
+
+
+@_compiled
+def _id_ranges(source, pid, ids):  # type: ignore[no-untyped-def]
+    """The distinct processes of the calls and each one's lowest and highest id.
+
+    The count is -1 when there are more than :data:`MAX_DIRECT_PROCESSES`.
+    """
+    processes = np.empty(MAX_DIRECT_PROCESSES, dtype=np.int64)
+    low = np.empty(MAX_DIRECT_PROCESSES, dtype=np.int64)
+    high = np.empty(MAX_DIRECT_PROCESSES, dtype=np.int64)
+    count = 0
+    at = -1
+    for i in range(len(ids)):
+        key = _process_key(source[i], pid[i])
+        at = _process_at(processes, count, key, at)
+        if at < 0:
+            if count == MAX_DIRECT_PROCESSES:
+                return processes, low, high, -1
+            processes[count] = key
+            low[count] = ids[i]
+            high[count] = ids[i]
+            at = count
+            count += 1
+        low[at] = min(low[at], ids[i])
+        high[at] = max(high[at], ids[i])
+    return processes, low, high, count
+
+
+@_compiled
+def _fill_table(source, pid, ids, start, end, processes, count, low, base, table):  # type: ignore[no-untyped-def]
+    """Each slot: the call with that id of the earliest (start, end), then the first row."""
+    at = -1
+    for i in range(len(ids)):
+        at = _process_at(processes, count, _process_key(source[i], pid[i]), at)
+        slot = base[at] + ids[i] - low[at]
+        held = table[slot]
+        if held < 0 or start[i] < start[held] or (start[i] == start[held] and end[i] < end[held]):
+            table[slot] = i
+
+
+def direct_call_table(
+    source: np.ndarray,
+    pid: np.ndarray,
+    ids: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    max_slots: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The id-indexed table of the calls (non-negative source, pid and id; no nulls).
+
+    Returns the processes (packed source and pid), each one's lowest and highest id,
+    its first slot, and the table (the preferred call's row per slot, -1 where no
+    call has that id). None when the processes are more than
+    :data:`MAX_DIRECT_PROCESSES` or the ranges need more than ``max_slots`` slots.
+    """
+    processes, low, high, count = _id_ranges(source, pid, ids)
+    if count < 0:
+        return None
+    processes, low, high = processes[:count], low[:count], high[:count]
+    sizes = high - low + 1
+    if int(sizes.sum()) > max_slots:
+        return None
+    base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    row_type = np.int32 if len(ids) < np.iinfo(np.int32).max else np.int64
+    table = np.full(int(sizes.sum()), -1, dtype=row_type)
+    _fill_table(source, pid, ids, start, end, processes, count, low, base, table)
+    return processes, low, high, base, table
+
+
+@_compiled
+def _look_up(processes, low, high, base, table, source, pid, ids):  # type: ignore[no-untyped-def]
+    found = np.full(len(ids), -1, dtype=np.int64)
+    count = len(processes)
+    at = -1
+    for k in range(len(ids)):
+        if source[k] < 0 or pid[k] < 0:
+            continue
+        hit = _process_at(processes, count, _process_key(source[k], pid[k]), at)
+        if hit < 0:
+            continue
+        at = hit
+        if low[at] <= ids[k] <= high[at]:
+            found[k] = table[base[at] + ids[k] - low[at]]
+    return found
+
+
+def direct_call_rows(
+    lookup: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    source: np.ndarray,
+    pid: np.ndarray,
+    ids: np.ndarray,
+) -> np.ndarray:
+    """Per query (source, pid, id; -1 for a missing value), its call's row in ``lookup``; -1 if none."""
+    processes, low, high, base, table = lookup
+    return _look_up(processes, low, high, base, table, source, pid, ids)
+
+
+@_compiled
+def gather_sorted(keys, order):  # type: ignore[no-untyped-def]
+    """``keys[order]`` (sorted by ``order``) and whether two of them are equal."""
+    table = np.empty(len(order), dtype=keys.dtype)
+    repeated = False
+    for i in range(len(order)):
+        table[i] = keys[order[i]]
+        if i and table[i] == table[i - 1]:
+            repeated = True
+    return table, repeated
+
+
+@_compiled
+def find_rows(table, rows, queries):  # type: ignore[no-untyped-def]
+    """Per query, ``rows[i]`` for the ``i`` with ``table[i] == query``; -1 where none.
+
+    ``table`` is sorted with distinct values. Queries mostly rise (ids in time
+    order), so each search gallops from where the previous one ended.
+    """
+    found = np.full(len(queries), -1, dtype=np.int64)
+    n = len(table)
+    if n == 0:
+        return found
+    at = 0
+    for k in range(len(queries)):
+        at = _last_at_or_before(table, 0, n, at, queries[k])
+        if table[at] == queries[k]:
+            found[k] = rows[at]
+    return found

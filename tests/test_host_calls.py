@@ -1,0 +1,118 @@
+"""The launch-call look-up's compiled parts against dictionaries (nsysan.analyze.host_calls)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from nsysan.analyze import host_launch
+from nsysan.analyze.host_calls import (
+    MAX_DIRECT_PROCESSES,
+    direct_call_rows,
+    direct_call_table,
+    find_rows,
+    gather_sorted,
+)
+
+
+@hsettings(deadline=None)
+@given(
+    st.lists(st.integers(0, 40), max_size=30),
+    st.lists(st.integers(-2, 45), max_size=30),
+)
+def test_find_rows_matches_a_dictionary(keys: list[int], queries: list[int]) -> None:
+    array = np.array(keys, dtype=np.int64)
+    order = np.argsort(array, kind="stable")
+    table, repeated = gather_sorted(array, order)
+    assert table.tolist() == sorted(keys)
+    assert repeated == (len(set(keys)) < len(keys))
+    if repeated:
+        return
+    rows = find_rows(table, order, np.array(sorted(queries) + queries, dtype=np.int64))
+    row_of = {k: i for i, k in enumerate(keys)}
+    assert rows.tolist() == [row_of.get(q, -1) for q in sorted(queries) + queries]
+
+
+_call = st.tuples(
+    st.integers(0, 2),  # source
+    st.sampled_from([7, 4_000, 2**16 - 1]),  # pid
+    st.integers(0, 25),  # correlation id
+    st.integers(0, 5),  # start
+    st.integers(0, 5),  # end
+)
+_query = st.tuples(st.integers(-1, 2), st.sampled_from([-1, 7, 8, 2**16 - 1]), st.integers(-1, 30))
+
+
+def _preferred(calls: list[tuple[int, int, int, int, int]]) -> dict[tuple[int, int, int], int]:
+    """Per (source, pid, id): the row of the earliest (start, end), then the first."""
+    best: dict[tuple[int, int, int], int] = {}
+    for row, (source, pid, cid, start, end) in enumerate(calls):
+        held = best.get((source, pid, cid))
+        if held is None or (start, end) < calls[held][3:]:
+            best[(source, pid, cid)] = row
+    return best
+
+
+def _arrays(rows: list[tuple[int, ...]], width: int) -> list[np.ndarray]:
+    return [np.array([r[i] for r in rows], dtype=np.int64) for i in range(width)]
+
+
+@hsettings(deadline=None)
+@given(st.lists(_call, max_size=40), st.lists(_query, max_size=30))
+def test_direct_table_finds_the_preferred_call(
+    calls: list[tuple[int, int, int, int, int]], queries: list[tuple[int, int, int]]
+) -> None:
+    lookup = direct_call_table(*_arrays(calls, 5), max_slots=10_000)
+    assert lookup is not None
+    got = direct_call_rows(lookup, *_arrays(queries, 3))
+    best = _preferred(calls)
+    assert got.tolist() == [best.get(q, -1) for q in queries]
+
+
+def test_direct_table_refuses_sparse_ids_and_too_many_processes() -> None:
+    ids = np.array([0, 10**9], dtype=np.int64)
+    zeros = np.zeros(2, dtype=np.int64)
+    assert direct_call_table(zeros, zeros, ids, zeros, zeros, max_slots=1_000) is None
+    many = MAX_DIRECT_PROCESSES + 1
+    pids = np.arange(many, dtype=np.int64)
+    same = np.zeros(many, dtype=np.int64)
+    assert direct_call_table(same, pids, same, same, same, max_slots=1_000) is None
+    assert direct_call_table(same[:-1], pids[:-1], same[:-1], same[:-1], same[:-1], 1_000)
+
+
+@hsettings(deadline=None, max_examples=60)
+@given(st.lists(_call, max_size=40), st.lists(_query, max_size=30), st.booleans())
+def test_direct_and_sorted_look_ups_give_one_table(
+    calls: list[tuple[int, int, int, int, int]],
+    queries: list[tuple[int, int, int]],
+    sparse: bool,
+) -> None:
+    # Sparse ids (a huge gap between two of a process) send _launch_of to the sorted
+    # keys; both ways must give the same rows.
+    def frame(rows: list[tuple[int, ...]], names: list[str]) -> pl.DataFrame:
+        schema = {n: (pl.Int32 if n in ("_feed_source", "_feed_pid") else pl.Int64) for n in names}
+        return pl.DataFrame(rows, schema=schema, orient="row")
+
+    keys = host_launch._CALL_KEYS
+    found = frame(queries, keys).with_columns(pl.when(pl.col(c) >= 0).then(pl.col(c)) for c in keys)
+    if sparse:
+        calls = [*calls, (0, 7, 0, 9, 9), (0, 7, 2**40, 0, 0)]
+    table = frame(calls, [*keys, *host_launch._PREFERRED_CALL]).with_columns(
+        pl.int_range(pl.len()).alias("row")
+    )
+    widths = [2, 16, 41]  # what bit_widths gives the sparse case: 59 bits, packed
+    direct = host_launch._direct_rows(found, table)
+    assert (direct is None) == sparse
+    expected = _preferred([tuple(c) for c in calls])  # type: ignore[misc]
+    sorted_rows = host_launch._sorted_rows(found, table, widths)
+    want = [expected.get(tuple(q), -1) for q in queries]  # type: ignore[arg-type]
+    assert sorted_rows.tolist() == want
+    if direct is not None:
+        assert direct.tolist() == want
+    joined = host_launch._launch_of(found, table)
+    assert_frame_equal(joined.select(keys), found)
+    assert joined["row"].to_list() == [None if w < 0 else w for w in want]
