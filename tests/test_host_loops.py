@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from nsysan import compiled as compiled_module
 from nsysan.analyze import host_loops
 from nsysan.analyze.host_loops import (
     CROSSING,
@@ -234,8 +235,8 @@ def test_without_a_writable_cache_the_loops_compile_per_process(
             raise RuntimeError("cannot cache function: no locator available")
         return lambda function: function
 
-    monkeypatch.setattr(host_loops, "njit", njit)
-    compiled = host_loops._compiled(lambda: 7)
+    monkeypatch.setattr(compiled_module, "njit", njit)
+    compiled = compiled_module.compiled(lambda: 7)
     assert compiled() == 7
     assert asked == [{"nogil": True, "cache": True}, {"nogil": True}]
 

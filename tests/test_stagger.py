@@ -491,3 +491,28 @@ def test_collective_waits_are_aligned(tmp_path: Path) -> None:
     # TP ranks wait for each other inside the same all-reduce: a common cause.
     result, _ = _simulated("tp-heads", tmp_path)
     assert result.verdict == "aligned"
+
+
+def _disjoint(cuts: list[int]) -> tuple[list[int], list[int]]:
+    """Intervals from sorted cut points taken in pairs (adjacent ones where cuts repeat)."""
+    points = sorted(cuts)[: len(cuts) // 2 * 2]
+    starts, ends = points[0::2], points[1::2]
+    kept = [(s, e) for s, e in zip(starts, ends, strict=True) if e > s]
+    return [s for s, _ in kept], [e for _, e in kept]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 60), max_size=24), st.lists(st.integers(0, 60), max_size=24))
+def test_pairwise_co_idle_equals_instant_by_instant_overlap(a: list[int], b: list[int]) -> None:
+    import numpy as np
+
+    from nsysan.analyze.stagger_sweep import GpuGaps, _co_idle_in_gaps
+
+    (a_s, a_e), (b_s, b_e) = _disjoint(a), _disjoint(b)
+    gaps_a = GpuGaps(np.array(a_s, dtype=np.int64), np.array(a_e, dtype=np.int64))
+    gaps_b = GpuGaps(np.array(b_s, dtype=np.int64), np.array(b_e, dtype=np.int64))
+    in_a, in_b = _co_idle_in_gaps(gaps_a, gaps_b)
+    idle_a = {t for s, e in zip(a_s, a_e, strict=True) for t in range(s, e)}
+    idle_b = {t for s, e in zip(b_s, b_e, strict=True) for t in range(s, e)}
+    assert in_a.tolist() == [len(idle_b & set(range(s, e))) for s, e in zip(a_s, a_e, strict=True)]
+    assert in_b.tolist() == [len(idle_a & set(range(s, e))) for s, e in zip(b_s, b_e, strict=True)]

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsysan.analyze.host_loops import _compiled, _last_at_or_before
+from nsysan.analyze.host_loops import _last_at_or_before
+from nsysan.compiled import compiled as _compiled
 
 __all__ = [
     "MAX_DIRECT_PROCESSES",

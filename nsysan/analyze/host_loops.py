@@ -22,12 +22,12 @@ them); the meaning (which layer is which cause, what a portion is) stays in host
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-from numba import njit
+
+from nsysan.compiled import compiled as _compiled
 
 __all__ = [
     "CROSSING",
@@ -39,16 +39,6 @@ __all__ = [
     "time_per_cause",
     "time_per_text",
 ]
-
-
-def _compiled(function: Callable[..., Any]) -> Any:
-    """``function`` compiled by numba, cached on disk when a cache folder is writable."""
-    try:
-        return njit(nogil=True, cache=True)(function)
-    except RuntimeError:
-        # Neither the package folder nor numba's user cache can be written (a
-        # read-only install): compile once per process instead.
-        return njit(nogil=True)(function)
 
 
 class EdgeStreams:
@@ -189,6 +179,8 @@ class Segments:
 
 # Segments' ``nvtx_range`` when no single range holds them.
 CROSSING, OUTSIDE = -1, -2
+# The head of a stream with no edge left: later than any time.
+_NO_EDGE = np.iinfo(np.int64).max
 
 
 def cause_segments(
@@ -264,6 +256,9 @@ def _sweep(  # type: ignore[no-untyped-def]
     streams = bounds.shape[0]
     pos = np.empty(streams, dtype=np.int64)
     stop = np.empty(streams, dtype=np.int64)
+    # Each stream's next time (``_NO_EDGE`` once it is done): the heads are scanned at
+    # every instant, so they sit side by side rather than behind two look-ups each.
+    heads = np.empty(streams, dtype=np.int64)
     depth = np.zeros(max(layer_count, window_layer + 1, nvtx_layer + 1, 1), dtype=np.int64)
     deepest = max(1, range_depth.max() + 1) if len(range_depth) else 1
     last_at_depth = np.full(deepest, -1, dtype=np.int64)
@@ -277,22 +272,23 @@ def _sweep(  # type: ignore[no-untyped-def]
     count = 0
     for thread in range(threads):
         seg_bounds[thread] = count
+        remaining = 0
         for s in range(streams):
             pos[s] = bounds[s, thread]
             stop[s] = bounds[s, thread + 1]
+            heads[s] = _NO_EDGE
+            if pos[s] < stop[s]:
+                heads[s] = times[pos[s]]
+                remaining += 1
         last_at_depth[:] = -1
         latest = -1
         prev_time, prev_cause, prev_depth = 0, -1, 0
         prev_inside = window_layer < 0
-        while True:
+        while remaining > 0:
             # The next instant: the smallest time among the stream heads.
-            best = -1
-            now = 0
-            for s in range(streams):
-                if pos[s] < stop[s] and (best < 0 or times[pos[s]] < now):
-                    best, now = s, times[pos[s]]
-            if best < 0:
-                break
+            now = heads[0]
+            for s in range(1, streams):
+                now = min(now, heads[s])
             if prev_cause >= 0 and prev_inside:
                 innermost = OUTSIDE
                 if prev_depth > 0:
@@ -318,6 +314,9 @@ def _sweep(  # type: ignore[no-untyped-def]
                     seg_range[count] = innermost
                     count += 1
             for s in range(streams):
+                # A done stream's head can equal ``now`` only if a time is _NO_EDGE.
+                if heads[s] != now or pos[s] == stop[s]:
+                    continue
                 i = pos[s]
                 while i < stop[s] and times[i] == now:
                     depth[stream_layer[s]] += stream_step[s]
@@ -329,6 +328,11 @@ def _sweep(  # type: ignore[no-untyped-def]
                         latest = row
                     i += 1
                 pos[s] = i
+                if i < stop[s]:
+                    heads[s] = times[i]
+                else:
+                    heads[s] = _NO_EDGE
+                    remaining -= 1
             prev_cause = -1
             for layer in range(layer_count):
                 if depth[layer] > 0:

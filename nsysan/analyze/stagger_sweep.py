@@ -1,8 +1,7 @@
 """The sweep over the GPUs' gap edges behind the stagger (:mod:`nsysan.analyze.stagger`).
 
-Each GPU's gaps become sorted numpy arrays. For every GPU pair, one stable sort
-merges the two GPUs' gap boundaries; where each boundary lands gives the other GPU's
-idle time up to it, hence the co-idle time of every gap. With three or more GPUs the
+Each GPU's gaps become sorted numpy arrays. For every GPU pair, one compiled merge
+of the two GPUs' gaps gives the co-idle time of every gap. With three or more GPUs the
 any/all shares and the idle-count times come from a sweep over all GPUs' boundaries;
 with two, they follow from the co-idle time alone. Python loops run over GPUs and GPU
 pairs, never over gaps: ``O(G * N)`` work for ``G`` GPUs and ``N`` gaps.
@@ -17,6 +16,7 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
+from nsysan.compiled import compiled
 from nsysan.intervals import clip_disjoint, clip_to_windows, rows_by_unit
 
 __all__ = [
@@ -149,21 +149,29 @@ def idle_inside(spans: pl.DataFrame, gaps_by_gpu: dict[int, GpuGaps], name: str)
 
 def _co_idle_in_gaps(a: GpuGaps, b: GpuGaps) -> tuple[np.ndarray, np.ndarray]:
     """Per gap of ``a`` the gap time of ``b`` inside it, and per gap of ``b`` that of ``a``."""
-    split = 2 * len(a.starts)
-    edges = np.empty(split + 2 * len(b.starts), dtype=np.int64)
-    a.write_edges(edges[:split])
-    b.write_edges(edges[split:])
-    # A stable sort merges the two sorted runs of edges and keeps each run's order: the
-    # k-th edge of ``a`` is the k-th row from ``a``, and the rows before it that are not
-    # from ``a`` are the edges of ``b`` before it.
-    from_a = np.argsort(edges, kind="stable") < split
-    b_before = np.flatnonzero(from_a)
-    b_before -= np.arange(split)
-    a_before = np.flatnonzero(~from_a)
-    a_before -= np.arange(len(edges) - split)
-    b_idle = b.idle_at(edges[:split], b_before)
-    a_idle = a.idle_at(edges[split:], a_before)
-    return b_idle[1::2] - b_idle[0::2], a_idle[1::2] - a_idle[0::2]
+    return _overlaps_of_sorted(a.starts, a.ends, b.starts, b.ends)
+
+
+@compiled
+def _overlaps_of_sorted(a_start, a_end, b_start, b_end):  # type: ignore[no-untyped-def]
+    """Per interval of ``a`` its overlap with all of ``b``, and per interval of ``b`` with ``a``.
+
+    Both are disjoint and in time order: one merge of the two, each overlapping
+    pair met once (the one of the two that ends first is done with).
+    """
+    in_a = np.zeros(len(a_start), dtype=np.int64)
+    in_b = np.zeros(len(b_start), dtype=np.int64)
+    i = j = 0
+    while i < len(a_start) and j < len(b_start):
+        overlap = min(a_end[i], b_end[j]) - max(a_start[i], b_start[j])
+        if overlap > 0:
+            in_a[i] += overlap
+            in_b[j] += overlap
+        if a_end[i] <= b_end[j]:
+            i += 1
+        else:
+            j += 1
+    return in_a, in_b
 
 
 @dataclass(frozen=True)
