@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 from conftest import cori_rank_files
@@ -504,8 +506,6 @@ def _disjoint(cuts: list[int]) -> tuple[list[int], list[int]]:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 60), max_size=24), st.lists(st.integers(0, 60), max_size=24))
 def test_pairwise_co_idle_equals_instant_by_instant_overlap(a: list[int], b: list[int]) -> None:
-    import numpy as np
-
     from nsysan.analyze.stagger_sweep import GpuGaps, _co_idle_in_gaps
 
     (a_s, a_e), (b_s, b_e) = _disjoint(a), _disjoint(b)
@@ -516,3 +516,102 @@ def test_pairwise_co_idle_equals_instant_by_instant_overlap(a: list[int], b: lis
     idle_b = {t for s, e in zip(b_s, b_e, strict=True) for t in range(s, e)}
     assert in_a.tolist() == [len(idle_b & set(range(s, e))) for s, e in zip(a_s, a_e, strict=True)]
     assert in_b.tolist() == [len(idle_a & set(range(s, e))) for s, e in zip(b_s, b_e, strict=True)]
+
+
+# The sweep as one stable sort of every edge (before it was compiled): the reference.
+def _exclusive_cum_sum(values: Any) -> Any:
+    """Sums of all earlier elements."""
+    total = np.empty(len(values), dtype=np.int64)
+    if len(values):
+        total[0] = 0
+        np.cumsum(values[:-1], out=total[1:])
+    return total
+
+
+def _reference_sweep(windows: pl.DataFrame, gaps_by_gpu: dict[Any, Any]) -> Any:
+    """A sweep over every gap and window boundary in time order.
+
+    Each boundary opens an elementary segment up to the next one, with ``idle`` GPUs
+    in a gap and ``in_window`` GPUs inside their window; integrals up to a boundary
+    are sums over the segments before it. Ties need no order: the segments between
+    boundaries of one instant have length 0.
+    """
+    gpus = list(gaps_by_gpu)
+    g = windows.height
+    edge_counts = [2 * len(own.starts) for own in gaps_by_gpu.values()]
+    gap_edges = sum(edge_counts)
+    times = np.empty(gap_edges + 2 * g, dtype=np.int64)
+    for own, end in zip(gaps_by_gpu.values(), itertools.accumulate(edge_counts), strict=True):
+        own.write_edges(times[end - 2 * len(own.starts) : end])
+    times[gap_edges : gap_edges + g] = windows.get_column("window_start_ns").to_numpy()
+    times[gap_edges + g :] = windows.get_column("window_end_ns").to_numpy()
+    source = np.repeat(np.arange(len(gpus) + 1, dtype=np.int16), [*edge_counts, 2 * g])
+    step = np.zeros(len(times), dtype=np.int8)  # +1 at a gap start, -1 at a gap end
+    step[0:gap_edges:2], step[1:gap_edges:2] = 1, -1
+    # The runs are sorted: a stable sort merges them (and keeps each GPU's edges in
+    # their order, so its k-th edge is its k-th row below). Arrays are freed as soon
+    # as they are used: at millions of gaps each is tens of MB.
+    order = np.argsort(times, kind="stable")
+    t = times[order]
+    del times
+    source, step = source[order], step[order]
+    # Window boundaries are few: in_window is constant between them.
+    window_rows = np.flatnonzero(order >= gap_edges)
+    opens = np.where(order[window_rows] < gap_edges + g, 1, -1)
+    del order
+    idle = np.cumsum(step, dtype=np.int32)
+    del step
+    length = np.diff(t, append=t[-1:])
+    del t
+
+    bounds = [0, *window_rows.tolist(), len(length)]
+    levels = [0, *np.cumsum(opens).tolist()]
+    all_len = np.zeros(len(length), dtype=np.int64)
+    observed = [0] * (g + 1)
+    for lo, hi, in_window in zip(bounds[:-1], bounds[1:], levels, strict=True):
+        if in_window >= 2:
+            all_len[lo:hi] = np.where(idle[lo:hi] == in_window, length[lo:hi], 0)
+        if in_window == g:
+            for k in range(g + 1):
+                observed[k] += int(length[lo:hi][idle[lo:hi] == k].sum())
+    np.multiply(length, idle >= 2, out=length)
+    del idle
+    cum_any = _exclusive_cum_sum(length)
+    del length
+    cum_all = _exclusive_cum_sum(all_len)
+    del all_len
+    any_ns, all_ns = {}, {}
+    for i, gpu in enumerate(gpus):
+        rows = np.flatnonzero(source == i)
+        any_ns[gpu] = cum_any[rows[1::2]] - cum_any[rows[0::2]]
+        all_ns[gpu] = cum_all[rows[1::2]] - cum_all[rows[0::2]]
+    return any_ns, all_ns, observed
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 80), max_size=16), min_size=3, max_size=5),
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 60)), min_size=5, max_size=5),
+)
+def test_compiled_sweep_equals_one_sort_of_every_edge(
+    cuts: list[list[int]], spans: list[tuple[int, int]]
+) -> None:
+    from nsysan.analyze.stagger_sweep import GpuGaps, sweep_edges
+
+    gaps_by_gpu = {}
+    for gpu, gpu_cuts in enumerate(cuts):
+        starts, ends = _disjoint(gpu_cuts)
+        gaps_by_gpu[gpu] = GpuGaps(np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))
+    windows = pl.DataFrame(
+        {
+            "gpu": list(gaps_by_gpu),
+            "window_start_ns": [s for s, _ in spans[: len(cuts)]],
+            "window_end_ns": [s + n for s, n in spans[: len(cuts)]],
+        }
+    )
+    got = sweep_edges(windows, gaps_by_gpu)
+    any_ns, all_ns, observed = _reference_sweep(windows, gaps_by_gpu)
+    assert got.observed_ns == observed
+    for gpu in gaps_by_gpu:
+        assert got.any[gpu].tolist() == any_ns[gpu].tolist()
+        assert got.all[gpu].tolist() == all_ns[gpu].tolist()

@@ -213,73 +213,95 @@ class Sweep:
     observed_ns: list[int]
 
 
-def _exclusive_cum_sum(values: np.ndarray) -> np.ndarray:
-    """Sums of all earlier elements."""
-    total = np.empty(len(values), dtype=np.int64)
-    if len(values):
-        total[0] = 0
-        np.cumsum(values[:-1], out=total[1:])
-    return total
-
-
 def sweep_edges(windows: pl.DataFrame, gaps_by_gpu: dict[int, GpuGaps]) -> Sweep:
     """A sweep over every gap and window boundary in time order.
 
-    Each boundary opens an elementary segment up to the next one, with ``idle`` GPUs
-    in a gap and ``in_window`` GPUs inside their window; integrals up to a boundary
-    are sums over the segments before it. Ties need no order: the segments between
-    boundaries of one instant have length 0.
+    Between two boundaries, ``idle`` GPUs are in a gap and ``in_window`` inside their
+    window; a gap's integrals are the running sums at its end less those at its
+    start. Ties need no order: the time between boundaries of one instant is 0. The
+    GPUs' gap lists (sorted, disjoint) are merged as they are, not sorted together.
     """
     gpus = list(gaps_by_gpu)
-    g = windows.height
-    edge_counts = [2 * len(own.starts) for own in gaps_by_gpu.values()]
-    gap_edges = sum(edge_counts)
-    times = np.empty(gap_edges + 2 * g, dtype=np.int64)
-    for own, end in zip(gaps_by_gpu.values(), itertools.accumulate(edge_counts), strict=True):
-        own.write_edges(times[end - 2 * len(own.starts) : end])
-    times[gap_edges : gap_edges + g] = windows.get_column(WINDOW_START).to_numpy()
-    times[gap_edges + g :] = windows.get_column(WINDOW_END).to_numpy()
-    source = np.repeat(np.arange(len(gpus) + 1, dtype=np.int16), [*edge_counts, 2 * g])
-    step = np.zeros(len(times), dtype=np.int8)  # +1 at a gap start, -1 at a gap end
-    step[0:gap_edges:2], step[1:gap_edges:2] = 1, -1
-    # The runs are sorted: a stable sort merges them (and keeps each GPU's edges in
-    # their order, so its k-th edge is its k-th row below). Arrays are freed as soon
-    # as they are used: at millions of gaps each is tens of MB.
-    order = np.argsort(times, kind="stable")
-    t = times[order]
-    del times
-    source, step = source[order], step[order]
-    # Window boundaries are few: in_window is constant between them.
-    window_rows = np.flatnonzero(order >= gap_edges)
-    opens = np.where(order[window_rows] < gap_edges + g, 1, -1)
-    del order
-    idle = np.cumsum(step, dtype=np.int32)
-    del step
-    length = np.diff(t, append=t[-1:])
-    del t
+    starts = np.concatenate([own.starts for own in gaps_by_gpu.values()])
+    ends = np.concatenate([own.ends for own in gaps_by_gpu.values()])
+    offsets = np.zeros(len(gpus) + 1, dtype=np.int64)
+    np.cumsum([len(own.starts) for own in gaps_by_gpu.values()], out=offsets[1:])
+    edge_times = np.concatenate(
+        [windows.get_column(WINDOW_START).to_numpy(), windows.get_column(WINDOW_END).to_numpy()]
+    ).astype(np.int64)
+    opens = np.repeat(np.array([1, -1], dtype=np.int64), windows.height)
+    order = np.argsort(edge_times, kind="stable")
+    any_all, observed = _sweep_gpus(
+        starts, ends, offsets, edge_times[order], opens[order], windows.height
+    )
+    del starts, ends
+    return Sweep(
+        any={gpu: any_all[0, offsets[i] : offsets[i + 1]] for i, gpu in enumerate(gpus)},
+        all={gpu: any_all[1, offsets[i] : offsets[i + 1]] for i, gpu in enumerate(gpus)},
+        observed_ns=observed.tolist(),
+    )
 
-    bounds = [0, *window_rows.tolist(), len(length)]
-    levels = [0, *np.cumsum(opens).tolist()]
-    all_len = np.zeros(len(length), dtype=np.int64)
-    observed = [0] * (g + 1)
-    for lo, hi, in_window in zip(bounds[:-1], bounds[1:], levels, strict=True):
-        if in_window >= 2:
-            all_len[lo:hi] = np.where(idle[lo:hi] == in_window, length[lo:hi], 0)
-        if in_window == g:
-            for k in range(g + 1):
-                observed[k] += int(length[lo:hi][idle[lo:hi] == k].sum())
-    np.multiply(length, idle >= 2, out=length)
-    del idle
-    cum_any = _exclusive_cum_sum(length)
-    del length
-    cum_all = _exclusive_cum_sum(all_len)
-    del all_len
-    any_ns, all_ns = {}, {}
-    for i, gpu in enumerate(gpus):
-        rows = np.flatnonzero(source == i)
-        any_ns[gpu] = cum_any[rows[1::2]] - cum_any[rows[0::2]]
-        all_ns[gpu] = cum_all[rows[1::2]] - cum_all[rows[0::2]]
-    return Sweep(any=any_ns, all=all_ns, observed_ns=observed)
+
+# The head of a GPU's edge list with no edge left: later than any time.
+_NO_EDGE = np.iinfo(np.int64).max
+
+
+@compiled
+def _sweep_gpus(starts, ends, offsets, window_times, window_opens, window_count):  # type: ignore[no-untyped-def]
+    """Per gap (rows of ``starts``/``ends``, GPU by GPU between ``offsets``) the time with
+    another GPU idle (row 0) and with every other GPU in its window idle (row 1); and
+    per ``k`` the time with every GPU in its window and ``k`` idle."""
+    gpu_count = len(offsets) - 1
+    out = np.zeros((2, len(starts)), dtype=np.int64)
+    observed = np.zeros(window_count + 1, dtype=np.int64)
+    edge = np.zeros(gpu_count, dtype=np.int64)  # the next edge: 2 * gap + (0 start, 1 end)
+    heads = np.full(gpu_count, _NO_EDGE, dtype=np.int64)
+    remaining = 0
+    for i in range(gpu_count):
+        if offsets[i + 1] > offsets[i]:
+            heads[i] = starts[offsets[i]]
+            remaining += 1
+    w = 0
+    idle = in_window = 0
+    any_ns = all_ns = 0
+    started, previous = False, 0
+    while remaining > 0 or w < len(window_times):
+        best, now = -1, _NO_EDGE
+        for i in range(gpu_count):
+            if heads[i] < now or (best < 0 and edge[i] < 2 * (offsets[i + 1] - offsets[i])):
+                best, now = i, heads[i]
+        if w < len(window_times) and (best < 0 or window_times[w] < now):
+            best, now = gpu_count, window_times[w]
+        if started:
+            length = now - previous
+            if idle >= 2:
+                any_ns += length
+            if in_window >= 2 and idle == in_window:
+                all_ns += length
+            if in_window == window_count:
+                observed[idle] += length
+        started, previous = True, now
+        if best == gpu_count:
+            in_window += window_opens[w]
+            w += 1
+            continue
+        gap = offsets[best] + edge[best] // 2
+        if edge[best] % 2 == 0:
+            idle += 1
+            out[0, gap] -= any_ns
+            out[1, gap] -= all_ns
+            heads[best] = ends[gap]
+        else:
+            idle -= 1
+            out[0, gap] += any_ns
+            out[1, gap] += all_ns
+            if gap + 1 < offsets[best + 1]:
+                heads[best] = starts[gap + 1]
+            else:
+                heads[best] = _NO_EDGE
+                remaining -= 1
+        edge[best] += 1
+    return out, observed
 
 
 def two_gpu_sweep(
