@@ -492,7 +492,8 @@ def time_per_text(
     text = (segments.nvtx_range, np.ascontiguousarray(range_codes), crossing_code)
     p_th, p_start, p_end = (np.ascontiguousarray(a) for a in portions)
     seg = (segments.bounds, segments.start, segments.end)
-    return _text_totals(*seg, *text, segments.cause, counted_cause, p_th, p_start, p_end)
+    rows = _texts_met(*seg, *text, p_th, p_start, p_end)
+    return _text_totals(*seg, *text, segments.cause, counted_cause, p_th, p_start, p_end, rows)
 
 
 @_compiled
@@ -512,11 +513,34 @@ def _first_meeting(seg_bounds, seg_end, th, start):  # type: ignore[no-untyped-d
 
 
 @_compiled
-def _grown(values, size):  # type: ignore[no-untyped-def]
-    """``values`` copied into an array of ``size`` (the rest zero)."""
-    out = np.zeros(size, dtype=values.dtype)
-    out[: len(values)] = values
-    return out
+def _texts_met(  # type: ignore[no-untyped-def]
+    seg_bounds, start, end, seg_range, range_codes, crossing_code, p_th, p_start, p_end
+):
+    """Distinct texts per portion: its rows in the output."""
+    rows = np.zeros(len(p_th), dtype=np.int64)
+    seen = np.empty(0, dtype=np.int64)
+    for p in range(len(p_th)):
+        i, hi = _first_meeting(seg_bounds, end, p_th[p], p_start[p])
+        first = i
+        while i < hi and start[i] < p_end[p]:
+            i += 1
+        if len(seen) < i - first:
+            seen = np.empty(2 * (i - first), dtype=np.int64)
+        n = 0
+        for k in range(first, i):
+            if seg_range[k] == OUTSIDE or min(end[k], p_end[p]) <= max(start[k], p_start[p]):
+                continue
+            text = _text_of(seg_range, range_codes, crossing_code, k)
+            known = False
+            for m in range(n):
+                if seen[m] == text:
+                    known = True
+                    break
+            if not known:
+                seen[n] = text
+                n += 1
+        rows[p] = n
+    return rows
 
 
 @_compiled
@@ -532,13 +556,13 @@ def _text_totals(  # type: ignore[no-untyped-def]
     p_th,
     p_start,
     p_end,
+    rows,
 ):
-    # One pass, the output grown by doubling: about two texts per portion at most.
-    size = max(16, 2 * len(p_th))
-    portion = np.zeros(size, dtype=np.int32)
-    named_range = np.zeros(size, dtype=np.int32)
-    covered = np.zeros(size, dtype=np.int64)
-    counted_ns = np.zeros(size, dtype=np.int64)
+    total = rows.sum()
+    portion = np.empty(total, dtype=np.int32)
+    named_range = np.empty(total, dtype=np.int32)
+    covered = np.zeros(total, dtype=np.int64)
+    counted_ns = np.zeros(total, dtype=np.int64)
     out = 0
     for p in range(len(p_th)):
         i, hi = _first_meeting(seg_bounds, end, p_th[p], p_start[p])
@@ -555,14 +579,10 @@ def _text_totals(  # type: ignore[no-untyped-def]
                 if at < 0:
                     at = out + n
                     n += 1
-                    if at == size:
-                        size *= 2
-                        portion, named_range = _grown(portion, size), _grown(named_range, size)
-                        covered, counted_ns = _grown(covered, size), _grown(counted_ns, size)
                     portion[at], named_range[at] = p, seg_range[i]
                 covered[at] += o
                 if seg_cause[i] == counted_cause:
                     counted_ns[at] += o
             i += 1
         out += n
-    return portion[:out], named_range[:out], covered[:out], counted_ns[:out]
+    return portion, named_range, covered, counted_ns
