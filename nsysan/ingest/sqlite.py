@@ -312,22 +312,11 @@ class ExportDB:
         a cell of another storage class, or a column typed other than integer (the
         checked SQL turns such cells into NULLs and notes them).
         """
-        df, tally = self._tallied(sql, table, wanted, convert, unchecked)
-        if df is not None:
-            self._note(table, wanted, tally)
-        return df
-
-    def _tallied(
-        self,
-        sql: str,
-        table: str,
-        wanted: dict[str, str],
-        convert: Convert | None,
-        unchecked: bool = True,
-    ) -> tuple[pl.DataFrame | None, _Tally]:
-        """:meth:`_read_slices` without its notes: the frame and what checking dropped."""
         slices, tally = self._tallied_slices(sql, table, wanted, convert, unchecked)
-        return (None if slices is None else joined_slices(slices)), tally
+        if slices is None:
+            return None
+        self._note(table, wanted, tally)
+        return joined_slices(slices)
 
     def _tallied_slices(
         self,
@@ -337,7 +326,8 @@ class ExportDB:
         convert: Convert | None,
         unchecked: bool = True,
     ) -> tuple[list[pl.DataFrame] | None, _Tally]:
-        """:meth:`_tallied` with the checked slices not yet joined."""
+        """:meth:`_read_slices` without its notes and before the join: the checked
+        slices and what checking dropped."""
         try:
             # Closed at once when the read stops part way, not when collected.
             with closing(_adbc_slices(self.path, sql)) as slices:
