@@ -12,9 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from numba import njit
 
-__all__ = ["compiled"]
+__all__ = ["NO_EDGE", "compiled"]
+
+# The next time of a sweep's edge list with no edge left: later than any time.
+NO_EDGE = np.iinfo(np.int64).max
 
 
 def compiled(function: Callable[..., Any]) -> Any:

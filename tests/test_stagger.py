@@ -542,7 +542,9 @@ def _reference_sweep(windows: pl.DataFrame, gaps_by_gpu: dict[Any, Any]) -> Any:
     gap_edges = sum(edge_counts)
     times = np.empty(gap_edges + 2 * g, dtype=np.int64)
     for own, end in zip(gaps_by_gpu.values(), itertools.accumulate(edge_counts), strict=True):
-        own.write_edges(times[end - 2 * len(own.starts) : end])
+        # The gaps are disjoint, so start, end, start, end ... is time order.
+        own_edges = times[end - 2 * len(own.starts) : end]
+        own_edges[0::2], own_edges[1::2] = own.starts, own.ends
     times[gap_edges : gap_edges + g] = windows.get_column("window_start_ns").to_numpy()
     times[gap_edges + g :] = windows.get_column("window_end_ns").to_numpy()
     source = np.repeat(np.arange(len(gpus) + 1, dtype=np.int16), [*edge_counts, 2 * g])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsysan.analyze.host_loops import _last_at_or_before
+from nsysan.analyze.host_loops import last_at_or_before
 from nsysan.compiled import compiled as _compiled
 
 __all__ = [
@@ -171,7 +171,7 @@ def find_rows(table, rows, queries):  # type: ignore[no-untyped-def]
         return found
     at = 0
     for k in range(len(queries)):
-        at = _last_at_or_before(table, 0, n, at, queries[k])
+        at = last_at_or_before(table, 0, n, at, queries[k])
         if table[at] == queries[k]:
             found[k] = rows[at]
     return found

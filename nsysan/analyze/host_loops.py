@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nsysan.compiled import NO_EDGE
 from nsysan.compiled import compiled as _compiled
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "Segments",
     "cause_segments",
     "first_largest",
+    "last_at_or_before",
     "time_per_cause",
     "time_per_text",
 ]
@@ -179,8 +181,6 @@ class Segments:
 
 # Segments' ``nvtx_range`` when no single range holds them.
 CROSSING, OUTSIDE = -1, -2
-# The head of a stream with no edge left: later than any time.
-_NO_EDGE = np.iinfo(np.int64).max
 
 
 def cause_segments(
@@ -256,7 +256,7 @@ def _sweep(  # type: ignore[no-untyped-def]
     streams = bounds.shape[0]
     pos = np.empty(streams, dtype=np.int64)
     stop = np.empty(streams, dtype=np.int64)
-    # Each stream's next time (``_NO_EDGE`` once it is done): the heads are scanned at
+    # Each stream's next time (``NO_EDGE`` once it is done): the heads are scanned at
     # every instant, so they sit side by side rather than behind two look-ups each.
     heads = np.empty(streams, dtype=np.int64)
     depth = np.zeros(max(layer_count, window_layer + 1, nvtx_layer + 1, 1), dtype=np.int64)
@@ -276,7 +276,7 @@ def _sweep(  # type: ignore[no-untyped-def]
         for s in range(streams):
             pos[s] = bounds[s, thread]
             stop[s] = bounds[s, thread + 1]
-            heads[s] = _NO_EDGE
+            heads[s] = NO_EDGE
             if pos[s] < stop[s]:
                 heads[s] = times[pos[s]]
                 remaining += 1
@@ -314,7 +314,7 @@ def _sweep(  # type: ignore[no-untyped-def]
                     seg_range[count] = innermost
                     count += 1
             for s in range(streams):
-                # A done stream's head can equal ``now`` only if a time is _NO_EDGE.
+                # A done stream's head can equal ``now`` only if a time is NO_EDGE.
                 if heads[s] != now or pos[s] == stop[s]:
                     continue
                 i = pos[s]
@@ -331,7 +331,7 @@ def _sweep(  # type: ignore[no-untyped-def]
                 if i < stop[s]:
                     heads[s] = times[i]
                 else:
-                    heads[s] = _NO_EDGE
+                    heads[s] = NO_EDGE
                     remaining -= 1
             prev_cause = -1
             for layer in range(layer_count):
@@ -405,7 +405,7 @@ def _add_overlaps(  # type: ignore[no-untyped-def]
 
 
 @_compiled
-def _last_at_or_before(starts, lo, hi, hint, instant):  # type: ignore[no-untyped-def]
+def last_at_or_before(starts, lo, hi, hint, instant):  # type: ignore[no-untyped-def]
     """The last row in ``[lo, hi)`` of sorted ``starts`` at or before ``instant`` (``lo`` if none).
 
     Gallops from ``hint``: a search costs the log of the distance from there.

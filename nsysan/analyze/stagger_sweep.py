@@ -16,7 +16,7 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
-from nsysan.compiled import compiled
+from nsysan.compiled import NO_EDGE, compiled
 from nsysan.intervals import clip_disjoint, clip_to_windows, rows_by_unit
 
 __all__ = [
@@ -47,10 +47,6 @@ class GpuGaps:
     @cached_property
     def durations(self) -> np.ndarray:
         return self.ends - self.starts
-
-    def write_edges(self, out: np.ndarray) -> None:
-        """Start, end, start, end ... into ``out``: in time order, as the gaps are disjoint."""
-        out[0::2], out[1::2] = self.starts, self.ends
 
     @cached_property
     def _idle_by_edges_before(self) -> np.ndarray:
@@ -242,10 +238,6 @@ def sweep_edges(windows: pl.DataFrame, gaps_by_gpu: dict[int, GpuGaps]) -> Sweep
     )
 
 
-# The head of a GPU's edge list with no edge left: later than any time.
-_NO_EDGE = np.iinfo(np.int64).max
-
-
 @compiled
 def _sweep_gpus(starts, ends, offsets, window_times, window_opens, window_count):  # type: ignore[no-untyped-def]
     """Per gap (rows of ``starts``/``ends``, GPU by GPU between ``offsets``) the time with
@@ -255,7 +247,7 @@ def _sweep_gpus(starts, ends, offsets, window_times, window_opens, window_count)
     out = np.zeros((2, len(starts)), dtype=np.int64)
     observed = np.zeros(window_count + 1, dtype=np.int64)
     edge = np.zeros(gpu_count, dtype=np.int64)  # the next edge: 2 * gap + (0 start, 1 end)
-    heads = np.full(gpu_count, _NO_EDGE, dtype=np.int64)
+    heads = np.full(gpu_count, NO_EDGE, dtype=np.int64)
     remaining = 0
     for i in range(gpu_count):
         if offsets[i + 1] > offsets[i]:
@@ -266,7 +258,7 @@ def _sweep_gpus(starts, ends, offsets, window_times, window_opens, window_count)
     any_ns = all_ns = 0
     started, previous = False, 0
     while remaining > 0 or w < len(window_times):
-        best, now = -1, _NO_EDGE
+        best, now = -1, NO_EDGE
         for i in range(gpu_count):
             if heads[i] < now or (best < 0 and edge[i] < 2 * (offsets[i + 1] - offsets[i])):
                 best, now = i, heads[i]
@@ -298,7 +290,7 @@ def _sweep_gpus(starts, ends, offsets, window_times, window_opens, window_count)
             if gap + 1 < offsets[best + 1]:
                 heads[best] = starts[gap + 1]
             else:
-                heads[best] = _NO_EDGE
+                heads[best] = NO_EDGE
                 remaining -= 1
         edge[best] += 1
     return out, observed
