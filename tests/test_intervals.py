@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from unittest import mock
 
 import numpy as np
 import polars as pl
@@ -11,13 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nsysan import intervals
 from nsysan.intervals import (
     clip_to_windows,
     complement_in,
     intersect_intervals,
     overlap_with,
-    time_where_open,
     total_length,
     union_intervals,
     union_one_unit,
@@ -504,28 +501,3 @@ def test_null_groups_are_groups_of_their_own() -> None:
     w = windows_frame({1: (0, 6)})
     assert clip_to_windows(iv, w, "g").rows() == [(1, 0, 2)]
     assert complement_in(iv, w, "g").rows() == [(1, 2, 6)]
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 20)), max_size=40),
-    st.integers(0, 4),
-    st.integers(1, 4),
-)
-def test_time_where_open_counts_every_nanosecond(
-    spans: list[tuple[int, int]], low: int, width: int
-) -> None:
-    starts = np.array([s for s, _ in spans], dtype=np.int64)
-    ends = np.array([s + d for s, d in spans], dtype=np.int64)
-    open_at = [sum(s <= t < e for s, e in zip(starts, ends, strict=True)) for t in range(90)]
-    expected = sum(low <= n < low + width for n in open_at)
-    if low == 0:  # the count before the first and after the last bound is not time in view
-        inside = [t for t in range(90) if any(s <= t for s in starts) and any(t < e for e in ends)]
-        expected = sum(low <= open_at[t] < low + width for t in inside)
-
-    def keep(n: np.ndarray) -> np.ndarray:
-        return (n >= low) & (n < low + width)
-
-    assert time_where_open(starts, ends, keep) == expected
-    with mock.patch.object(intervals, "_SEGMENT_BLOCK", 3):  # several blocks
-        assert time_where_open(starts, ends, keep) == expected

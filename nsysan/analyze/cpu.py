@@ -48,7 +48,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from nsysan.intervals import merge_arrays, union_intervals
+from nsysan.interval_arrays import merge_arrays
+from nsysan.intervals import union_intervals
 
 __all__ = [
     "BLOCKED_WAIT_SHARE",

@@ -45,7 +45,8 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
-from nsysan.intervals import clip_disjoint, clip_to_windows, rows_by_unit, time_where_open
+from nsysan.interval_arrays import clip_disjoint, rows_by_unit, time_where_open
+from nsysan.intervals import clip_to_windows
 from nsysan.settings import Settings
 
 __all__ = [

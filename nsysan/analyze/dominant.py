@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from nsysan.intervals import rows_by_unit, sort_if_needed, time_where_open
+from nsysan.interval_arrays import rows_by_unit, time_where_open
+from nsysan.intervals import sort_if_needed
 
 __all__ = ["DOMINANT_GAP_SHARE", "WARMUP_BUSY_SHARE", "DominantResult", "measure_dominant"]
 

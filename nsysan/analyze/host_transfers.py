@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from nsysan.analyze.host_tables import THREAD_NUMBER
-from nsysan.intervals import rows_by_unit
+from nsysan.interval_arrays import rows_by_unit
 
 __all__ = ["transfer_time"]
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from nsysan.intervals import merge_arrays, rows_meeting
+from nsysan.interval_arrays import merge_arrays, rows_meeting
 
 __all__ = [
     "BURST_FACTOR",

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from nsysan.intervals import rows_by_unit
+from nsysan.interval_arrays import rows_by_unit
 
 __all__ = ["NEAR_FULL_SHARE", "SERIES_BINS", "MemoryResult", "measure_memory"]
 

@@ -17,7 +17,8 @@ import numpy as np
 import polars as pl
 
 from nsysan.compiled import NO_EDGE, compiled
-from nsysan.intervals import clip_disjoint, clip_to_windows, rows_by_unit
+from nsysan.interval_arrays import clip_disjoint, rows_by_unit
+from nsysan.intervals import clip_to_windows
 
 __all__ = [
     "CoIdle",
