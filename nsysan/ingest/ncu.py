@@ -27,19 +27,19 @@ Output of :func:`read_ncu_csv`, sorted by ``id``:
   in which case it is a String column. "n/a", "no data", "nan" and empty are null.
 
 Any malformed input raises :class:`nsysan.errors.NcuCsvError` with a one-line
-message naming the file (and the line, where there is one).
+message naming the file (and the line, where there is one). Reading the file, finding
+the header and typing the identification cells is :mod:`nsysan.ingest.ncu_csv`'s; this
+module turns either page into launches: page shapes, display names, units, the pivot.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from pathlib import Path
 
 import polars as pl
 
-from nsysan.errors import NcuCsvError
+from nsysan.ingest.ncu_csv import csv_error, parse_ids, parse_ints, parse_launch_dims, read_rows
 
 __all__ = [
     "ID_COLUMNS",
@@ -194,7 +194,6 @@ NULL_TOKENS = ("", "n/a", "no data", "nan", "-nan")
 # exponent.
 _NUMBER = r"^[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][+-]?\d+)?$"
 _HAS_DIGIT = r"\d"
-_LAUNCH_DIMS = re.compile(r"^\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)$")
 
 # --- units ---------------------------------------------------------------------------
 
@@ -329,61 +328,10 @@ def join_warning(joined_share: float, source: str) -> tuple[str, str] | None:
     )
 
 
-def _fail(path: Path, problem: str, line: int | None = None) -> NcuCsvError:
-    where = f"{path}: line {line}: " if line is not None else f"{path}: "
-    return NcuCsvError(where + problem)
-
-
-def _read_rows(path: Path) -> tuple[int, list[str], list[tuple[int, list[str]]]]:
-    """Header line number, header, and (line number, fields) of every later CSV row."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise _fail(path, "file not found") from None
-    except IsADirectoryError:
-        raise _fail(path, "is a directory, not an ncu CSV file") from None
-    except OSError as exc:
-        raise _fail(path, f"cannot be read ({exc.strerror})") from None
-    if not data.strip():
-        raise _fail(path, "empty file (expected an ncu --csv export)")
-    if b"\x00" in data:
-        raise _fail(path, "binary data, not an ncu CSV export")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _fail(path, f"not UTF-8 text (byte {exc.start}): not an ncu CSV export") from None
-
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header: list[str] | None = None
-    header_line = 0
-    rows: list[tuple[int, list[str]]] = []
-    try:
-        for fields in reader:
-            line = reader.line_num
-            if header is None:
-                if "ID" in fields and "Kernel Name" in fields:
-                    header, header_line = fields, line
-                continue
-            # ncu interleaves its own "==PROF==" / "==WARNING==" lines with output.
-            if not fields or (len(fields) == 1 and not fields[0].strip()):
-                continue
-            if fields[0].startswith("=="):
-                continue
-            rows.append((line, fields))
-    except csv.Error as exc:
-        raise _fail(path, f"not valid CSV ({exc})", reader.line_num) from None
-    if header is None:
-        raise _fail(path, 'no ncu header row (a CSV row with "ID" and "Kernel Name") found')
-    duplicates = sorted({name for name in header if header.count(name) > 1})
-    if duplicates:
-        raise _fail(path, f"header repeats column {duplicates[0]!r}", header_line)
-    return header_line, header, rows
-
-
 def read_ncu_csv(path: str | Path) -> pl.DataFrame:
     """Read an ncu ``--csv --page raw`` or ``--page details`` export (see module doc)."""
     path = Path(path)
-    _, header, rows = _read_rows(path)
+    _, header, rows = read_rows(path)
     if "Metric Name" in header and "Metric Value" in header:
         long, idents = _details_to_long(path, header, rows)
         order = long.get_column("metric").unique(maintain_order=True).to_list()
@@ -399,14 +347,14 @@ def _raw_to_long(
     path: Path, header: list[str], rows: list[tuple[int, list[str]]]
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     if not rows:
-        raise _fail(path, "raw page without its units row (expected under the header)")
+        raise csv_error(path, "raw page without its units row (expected under the header)")
     units_line, units = rows[0]
     if len(units) != len(header):
-        raise _fail(
+        raise csv_error(
             path, f"units row has {len(units)} fields, the header has {len(header)}", units_line
         )
     if units[header.index("ID")].strip():
-        raise _fail(
+        raise csv_error(
             path,
             "expected the units row under the header (ncu --page raw writes one), found "
             f"{units[header.index('ID')]!r} in the ID column",
@@ -414,11 +362,13 @@ def _raw_to_long(
         )
     for name, unit in zip(header, units, strict=True):
         if name not in _HEADER_ID and name not in _HEADER_DROPPED and unit_factor(unit) is None:
-            raise _fail(path, f"units row: {unit!r} (column {name!r}) is not a unit", units_line)
+            raise csv_error(
+                path, f"units row: {unit!r} (column {name!r}) is not a unit", units_line
+            )
     data = rows[1:]
     for line, fields in data:
         if len(fields) != len(header):
-            raise _fail(path, f"{len(fields)} fields, the header has {len(header)}", line)
+            raise csv_error(path, f"{len(fields)} fields, the header has {len(header)}", line)
 
     columns = list(zip(*(fields for _, fields in data), strict=True)) if data else []
     table = pl.DataFrame(
@@ -434,7 +384,7 @@ def _raw_to_long(
     metric_names = [n for n in header if n not in _HEADER_ID and n not in _HEADER_DROPPED]
     unit_of = dict(zip(header, units, strict=True))
     long = (
-        table.with_columns(_parse_id(path, table).alias("id"))
+        table.with_columns(parse_ids(path, table).alias("id"))
         .select("line", "id", *metric_names)
         .unpivot(index=["line", "id"], variable_name="metric", value_name="text")
         .with_columns(
@@ -451,7 +401,7 @@ def _details_to_long(
     for line, fields in rows:
         # Rows without a rule end after "Metric Value": shorter rows are normal here.
         if len(fields) > len(header) or len(fields) < needed:
-            raise _fail(path, f"{len(fields)} fields, expected {needed} to {len(header)}", line)
+            raise csv_error(path, f"{len(fields)} fields, expected {needed} to {len(header)}", line)
     keep = [n for n in header if n not in _HEADER_DROPPED]
     index = {name: i for i, name in enumerate(header)}
     table = pl.DataFrame(
@@ -462,7 +412,7 @@ def _details_to_long(
         },
         schema={"line": pl.Int64} | {n: pl.String for n in keep},
     )
-    table = table.with_columns(_parse_id(path, table).alias("id"))
+    table = table.with_columns(parse_ids(path, table).alias("id"))
     idents = _identification(path, table.unique("id", keep="first", maintain_order=True))
     mapping = pl.DataFrame(
         {
@@ -487,61 +437,26 @@ def _details_to_long(
     for unit in long.get_column("unit").unique().to_list():
         if unit_factor(unit) is None:
             first = long.filter(pl.col("unit") == unit).sort("line")
-            raise _fail(path, f"Metric Unit {unit!r} is not a unit", first.item(0, "line"))
+            raise csv_error(path, f"Metric Unit {unit!r} is not a unit", first.item(0, "line"))
     return long, idents
-
-
-def _parse_id(path: Path, table: pl.DataFrame) -> pl.Series:
-    ids = table.get_column("ID").str.strip_chars().cast(pl.Int64, strict=False)
-    bad = table.filter(ids.is_null())
-    if bad.height:
-        raise _fail(path, f"launch ID {bad.item(0, 'ID')!r} is not an integer", bad.item(0, "line"))
-    return ids
-
-
-def _int_column(
-    path: Path, table: pl.DataFrame, header: str, dtype: pl.DataType | type[pl.DataType]
-) -> pl.Series:
-    text = table.get_column(header).str.strip_chars()
-    values = text.cast(dtype, strict=False)
-    bad = table.filter(values.is_null() & (text != ""))
-    if bad.height:
-        raise _fail(
-            path, f"{header} {bad.item(0, header)!r} is not an integer", bad.item(0, "line")
-        )
-    return values
-
-
-def _launch_dims(path: Path, table: pl.DataFrame, header: str, prefix: str) -> list[pl.Series]:
-    text = table.get_column(header).str.strip_chars()
-    groups = text.str.extract_groups(_LAUNCH_DIMS.pattern)
-    dims = [groups.struct.field(str(i + 1)).cast(pl.Int32, strict=False) for i in range(3)]
-    bad = table.filter((dims[0].is_null() | dims[1].is_null() | dims[2].is_null()) & (text != ""))
-    if bad.height:
-        raise _fail(
-            path,
-            f"{header} {bad.item(0, header)!r} is not of the form (x, y, z)",
-            bad.item(0, "line"),
-        )
-    return [dim.alias(f"{prefix}_{axis}") for dim, axis in zip(dims, "xyz", strict=True)]
 
 
 def _identification(path: Path, table: pl.DataFrame) -> pl.DataFrame:
     """The identification columns present in the header, typed (others added later)."""
-    columns: list[pl.Series] = [_parse_id(path, table).alias("id"), table.get_column("line")]
+    columns: list[pl.Series] = [parse_ids(path, table).alias("id"), table.get_column("line")]
     for header, name in _HEADER_ID.items():
         if header not in table.columns or name == "id":
             continue
         if name in ("block", "grid"):
-            columns.extend(_launch_dims(path, table, header, name))
+            columns.extend(parse_launch_dims(path, table, header, name))
         elif ID_COLUMNS[name] == pl.String:
             columns.append(table.get_column(header).alias(name))
         else:
-            columns.append(_int_column(path, table, header, ID_COLUMNS[name]).alias(name))
+            columns.append(parse_ints(path, table, header, ID_COLUMNS[name]).alias(name))
     idents = pl.DataFrame(columns)
     duplicated = idents.filter(pl.col("id").is_duplicated())
     if duplicated.height:
-        raise _fail(
+        raise csv_error(
             path,
             f"launch ID {duplicated.item(0, 'id')} appears twice (one row per launch expected)",
             duplicated.item(-1, "line"),
@@ -565,7 +480,7 @@ def _pivot_metrics(path: Path, long: pl.DataFrame, order: list[str]) -> pl.DataF
     bad = cells.filter(~pl.col("is_null") & ~pl.col("is_number") & has_unit)
     if bad.height:
         first = bad.sort("line").row(0, named=True)
-        raise _fail(
+        raise csv_error(
             path,
             f"value {first['text']!r} of metric {first['metric']!r} (unit {first['unit']!r}) "
             "is not a number",
