@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import run_cli
 
-from nsysan.cli import DurationType
+from nsysan.cli_options import DurationType
 
 
 @pytest.mark.parametrize(
