@@ -12,8 +12,14 @@ from conftest import REPO, cori_rank_files, single_file_traces
 
 from nsysan.analysis import analyze
 from nsysan.diagnose import diagnose, diagnose_facts
-from nsysan.diagnose import rules as R
+from nsysan.diagnose.balance_rules import pipeline_bubble, rank_correlation
 from nsysan.diagnose.facts import Facts
+from nsysan.diagnose.nccl_rules import comm_bound
+from nsysan.diagnose.stagger_rules import (
+    DASHBOARD_BALANCED_SPREAD,
+    GAP_SHARE_HIGH,
+    false_balance,
+)
 from nsysan.ingest import load_trace
 from nsysan.ingest.ncu import read_ncu_csv
 
@@ -84,12 +90,12 @@ def _facts(**kw: object) -> Facts:
 
 
 def test_false_balance_thresholds() -> None:
-    assert R.false_balance(_facts()) is not None
-    assert R.false_balance(_facts(stagger_verdict="aligned")) is None
-    assert R.false_balance(_facts(dashboard_spread=R.DASHBOARD_BALANCED_SPREAD + 0.01)) is None
-    low = R.GAP_SHARE_HIGH - 0.01
-    assert R.false_balance(_facts(gap_share=(low,) * 4)) is None
-    assert R.false_balance(_facts(gpu_count=1, gpu_labels=("GPU 0",), gap_share=(0.35,))) is None
+    assert false_balance(_facts()) is not None
+    assert false_balance(_facts(stagger_verdict="aligned")) is None
+    assert false_balance(_facts(dashboard_spread=DASHBOARD_BALANCED_SPREAD + 0.01)) is None
+    low = GAP_SHARE_HIGH - 0.01
+    assert false_balance(_facts(gap_share=(low,) * 4)) is None
+    assert false_balance(_facts(gpu_count=1, gpu_labels=("GPU 0",), gap_share=(0.35,))) is None
 
 
 def test_missing_measurements_never_fire() -> None:
@@ -103,8 +109,8 @@ def test_subsumed_findings_are_dropped() -> None:
 
 
 def test_comm_bound_counts_transfer_not_waiting() -> None:
-    assert R.comm_bound(_facts(nccl_share=0.4, nccl_wait_share=0.0)) is not None
-    assert R.comm_bound(_facts(nccl_share=0.4, nccl_wait_share=0.9)) is None
+    assert comm_bound(_facts(nccl_share=0.4, nccl_wait_share=0.0)) is not None
+    assert comm_bound(_facts(nccl_share=0.4, nccl_wait_share=0.9)) is None
 
 
 def test_pipeline_needs_a_staircase() -> None:
@@ -113,9 +119,9 @@ def test_pipeline_needs_a_staircase() -> None:
         fill_share_per_gpu=(0.0, 0.1, 0.2, 0.3),
         drain_share_per_gpu=(0.3, 0.2, 0.1, 0.0),
     )
-    assert R.pipeline_bubble(stairs) is not None
+    assert pipeline_bubble(stairs) is not None
     shuffled = dataclasses.replace(stairs, fill_share_per_gpu=(0.3, 0.0, 0.2, 0.1))
-    assert R.pipeline_bubble(shuffled) is None
+    assert pipeline_bubble(shuffled) is None
 
 
 def test_two_gpus_are_no_staircase() -> None:
@@ -127,20 +133,20 @@ def test_two_gpus_are_no_staircase() -> None:
         fill_share_per_gpu=(0.05, 0.3),
         drain_share_per_gpu=(0.3, 0.05),
     )
-    assert R.pipeline_bubble(two) is None
+    assert pipeline_bubble(two) is None
     three = dataclasses.replace(
         two,
         gpu_count=3,
         fill_share_per_gpu=(0.05, 0.15, 0.3),
         drain_share_per_gpu=(0.3, 0.15, 0.05),
     )
-    assert R.pipeline_bubble(three) is not None
+    assert pipeline_bubble(three) is not None
 
 
 def test_rank_correlation() -> None:
-    assert R.rank_correlation((1, 2, 3), (3, 2, 1)) == pytest.approx(-1.0)
-    assert R.rank_correlation((1, 2, 3), (1, 2, 3)) == pytest.approx(1.0)
-    assert R.rank_correlation((1,), (1,)) is None
+    assert rank_correlation((1, 2, 3), (3, 2, 1)) == pytest.approx(-1.0)
+    assert rank_correlation((1, 2, 3), (1, 2, 3)) == pytest.approx(1.0)
+    assert rank_correlation((1,), (1,)) is None
 
 
 REAL = [p for p in single_file_traces()]

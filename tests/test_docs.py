@@ -11,15 +11,21 @@ from conftest import REPO
 from nsysan import errors
 from nsysan.cli import cli
 from nsysan.diagnose import (
+    balance_rules,
     cpu_rules,
     gpu_rules,
+    hardware_rules,
+    host_rules,
     launch_rules,
     load_rules,
     memory_rules,
     myths,
+    nccl_rules,
     rules,
+    stagger_rules,
     transfer_rules,
 )
+from nsysan.diagnose.facts import Facts
 
 DOCS = REPO / "docs"
 
@@ -61,7 +67,12 @@ def test_every_rule_id_and_threshold_is_documented() -> None:
         assert f"### {rule_id}" in text, rule_id
     for module in (
         rules,
+        stagger_rules,
+        balance_rules,
+        nccl_rules,
+        hardware_rules,
         gpu_rules,
+        host_rules,
         transfer_rules,
         launch_rules,
         cpu_rules,
@@ -74,8 +85,6 @@ def test_every_rule_id_and_threshold_is_documented() -> None:
                 "RULES",
                 "RULE_IDS",
                 "MYTHS",
-                "GPU_RULES",
-                "GPU_RULE_IDS",
                 "LAUNCH_RULES",
                 "LAUNCH_RULE_IDS",
                 "SOURCE",
@@ -91,7 +100,7 @@ def test_every_rule_id_and_threshold_is_documented() -> None:
             }:
                 assert f"`{name}`" in text, f"{module.__name__}.{name} is not in docs/findings.md"
     for check in myths.MYTHS:
-        myth_id = check(rules.Facts(gpu_count=0), ()).myth_id  # type: ignore[attr-defined]
+        myth_id = check(Facts(gpu_count=0), ()).myth_id  # type: ignore[attr-defined]
         assert f"`{myth_id}`" in text
 
 

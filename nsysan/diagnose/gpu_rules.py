@@ -2,14 +2,14 @@
 
 * ``dominant-gap``: one gap holds a large share of a GPU's window (often the start-up
   before steady state); said first, with its place on the trace timeline.
-* ``host-bound-gaps``: a GPU idle for a large share of its (steady-state) window, with
-  most of that gap time in a *measured* host-side cause; the recommendation follows
-  from the causes measured.
-* ``host-late-unknown``: the same idle GPU, the host launched late, but the trace
-  cannot say why (most gap time unattributed); says what to capture.
+* ``gpu-side-gaps``: a GPU idle with the next kernel already queued: waiting on memory
+  copies or on device-side dependencies.
 * ``small-kernels``: tiny kernels whose launch gaps are a large share of the window.
 * ``sm-idle-while-busy``: the dashboard's GR Active is high while SM Active is near 0.
-* ``nccl-outlier``: one NCCL kernel far longer than its collective's median.
+
+The other rule modules name GPUs, ranges and instants with this module's ``gpu_list``,
+``span`` and ``at``; ``host_rules`` examines the same idle GPUs (``idle_gpus``, at
+least ``IDLE_GPU_SHARE`` of their window) and words them the same way.
 
 Thresholds are named constants, documented in docs/findings.md.
 """
@@ -21,69 +21,18 @@ from collections.abc import Iterable
 from nsysan.diagnose.facts import Facts
 from nsysan.diagnose.findings import EvidenceItem, Finding
 from nsysan.diagnose.gpu_facts import GpuFacts
-from nsysan.report.fmt import count, duration, percent, ratio
+from nsysan.report.fmt import count, duration, percent
 
 DOMINANT_GAP_SHARE = 0.25  # a single gap this share of a GPU's window is named first
 DOMINANT_CRITICAL_SHARE = 0.50  # ... and is critical from this share on
 IDLE_GPU_SHARE = 0.20  # a GPU idle this share of its steady-state window is examined
-MEASURED_CAUSE_SHARE = 0.50  # measured host-side causes: the host is named as the cause
-UNATTRIBUTED_SHARE = 0.50  # unattributed gap time: the trace cannot say why
 SMALL_KERNEL_NS = 10_000  # median kernel below this is launch-scale work
 SMALL_GAP_TIME_SHARE = 0.50  # share of gap time in launch-scale gaps (< 100 µs)
 SM_IDLE_GR_ACTIVE = 0.50  # GR Active at least this ...
 SM_IDLE_SM_ACTIVE = 0.10  # ... while SM Active is below this
 GPU_WAIT_SHARE = 0.50  # gap time with the next kernel already queued (gpu-side-gaps)
 COPY_GAP_SHARE = 0.50  # ... of which a memory copy runs during this share: waiting on copies
-NCCL_OUTLIER_OVER_MEDIAN = 20.0  # an NCCL kernel this many times its collective's median
-NCCL_OUTLIER_MIN_NS = 1_000_000  # ... and at least this long
-
-# A recommendation per measured cause (only measured causes are recommended on).
-CAUSE_ADVICE: dict[str, tuple[str, str]] = {
-    "cuda_sync": (
-        "remove synchronizing calls (cudaStreamSynchronize, cudaDeviceSynchronize, blocking copies) from the loop, or wait on events only where the result is needed",
-        "把同步调用（cudaStreamSynchronize、cudaDeviceSynchronize、阻塞式拷贝）移出循环，或只在确实需要结果的地方等待事件",
-    ),
-    "gil_wait": (
-        "move tokenization and sampling off the Python GIL (a C++/Rust tokenizer, separate processes with enough CPU cores per GPU)",
-        "把 tokenizer 与采样移出 Python GIL（改用 C++/Rust 实现，或用独立进程并为每张卡分配足够的 CPU 核）",
-    ),
-    "blocking_os": (
-        "find the lock, queue or sleep the feeding thread blocks on (the OS-runtime rows in the gaps) and take it off the launch path",
-        "找出发射线程阻塞的锁、队列或 sleep（间隙中的 OS 运行时调用），把它移出发射路径",
-    ),
-    "cuda_api": (
-        "hoist the other CUDA API calls (allocation, memcpy setup, stream/event creation) out of the loop",
-        "把其他 CUDA API 调用（显存分配、拷贝准备、流/事件创建）移出循环",
-    ),
-    "os_call": (
-        "move I/O and other system calls of the feeding thread off the launch path",
-        "把发射线程上的 I/O 等系统调用移出发射路径",
-    ),
-    "descheduled": (
-        "give the feeding thread a CPU core of its own (pinning, fewer threads per core)",
-        "为发射线程分配独占的 CPU 核（绑核，减少每核线程数）",
-    ),
-    "nvtx": (
-        "speed up or overlap the host work in the NVTX ranges that cover the gaps (see the host-side cause section)",
-        "加速覆盖间隙的 NVTX 区间中的主机工作，或使其与 GPU 计算重叠（见主机侧原因一节）",
-    ),
-    "launch_call": (
-        "launches themselves are slow: batch them with CUDA graphs",
-        "发射调用本身耗时：用 CUDA Graph 合并发射",
-    ),
-}
-CAUSE_NAMES: dict[str, tuple[str, str]] = {
-    "cuda_sync": ("CUDA synchronizing calls", "CUDA 同步调用"),
-    "gil_wait": ("GIL-signature waits", "GIL 特征等待"),
-    "blocking_os": ("blocking OS calls", "阻塞型系统调用"),
-    "cuda_api": ("other CUDA API calls", "其他 CUDA API 调用"),
-    "os_call": ("other OS calls", "其他系统调用"),
-    "descheduled": ("off CPU", "线程被调度出 CPU"),
-    "nvtx": ("named NVTX ranges", "命名的 NVTX 区间"),
-    "launch_call": ("launch calls", "发射调用"),
-}
 STALL_CATEGORY = "one long stall"
-CAPTURE_HINT = "nsys profile -t cuda,nvtx,osrt --sample=cpu --cpuctxsw=process-tree"
 
 
 def at(ns: int | None) -> str:
@@ -97,7 +46,8 @@ def _ev(
     return EvidenceItem(metric=metric, label=label, value=value, display=display, source=source)
 
 
-def _gap_share_ev(g: GpuFacts) -> EvidenceItem:
+def gap_share_evidence(g: GpuFacts) -> EvidenceItem:
+    """``g``'s gap share as evidence."""
     return _ev(
         "gap_share",
         f"gap share, {g.label}",
@@ -124,7 +74,7 @@ def span(values: Iterable[float], fmt_one=percent) -> str:  # type: ignore[no-un
     return low if low == high else f"{low}–{high}"
 
 
-def _others(f: Facts, hit: list[GpuFacts]) -> tuple[str, str]:
+def against_others(f: Facts, hit: list[GpuFacts]) -> tuple[str, str]:
     """ ", against 5.3% on GPU 0" when the other GPUs idle much less."""
     ids = {g.gpu for g in hit}
     rest = [g for g in f.per_gpu if g.gpu not in ids]
@@ -135,25 +85,12 @@ def _others(f: Facts, hit: list[GpuFacts]) -> tuple[str, str]:
     return f", against {shares} on {where}", f"，而 {where} 仅 {shares}"
 
 
-def _steady(f: Facts, n: int) -> tuple[str, str]:
+def window_phrase(f: Facts, n: int) -> tuple[str, str]:
+    """ " of its steady-state window" (or " of their window") for ``n`` GPUs, and in Chinese."""
     its = "its" if n == 1 else "their"
     if f.warmup_detected:
         return f" of {its} steady-state window", "稳态时间窗内"
     return f" of {its} window", "时间窗内"
-
-
-# What a missing cause needs, in words (nsysan.analyze.host_causes' cause ids).
-_MISSING_DATA = (
-    (("gil_wait", "blocking_os", "os_call"), "no OS-runtime trace", "没有 OS 运行时追踪"),
-    (("descheduled",), "no CPU scheduling data", "没有 CPU 调度数据"),
-    (("nvtx",), "no NVTX ranges", "没有 NVTX 区间"),
-    (("cuda_sync", "cuda_api"), "no CUDA API trace", "没有 CUDA API 追踪"),
-)
-
-
-def _missing(causes: tuple[str, ...]) -> tuple[str, str]:
-    hit = [(en, zh) for ids, en, zh in _MISSING_DATA if set(ids) & set(causes)]
-    return ", ".join(en for en, _ in hit), "、".join(zh for _, zh in hit)
 
 
 def dominant_gap(f: Facts) -> Finding | None:
@@ -178,7 +115,7 @@ def dominant_gap(f: Facts) -> Finding | None:
             f"稳态（自 {at(max(g.steady_start_ns for g in hit))} 起）的间隙占比为 {steady}。"
         )
     evidence = []
-    for g in _extremes(hit, lambda g: g.longest_share):
+    for g in extremes(hit, lambda g: g.longest_share):
         evidence += [
             _ev(
                 "longest_gap",
@@ -249,7 +186,7 @@ def dominant_gap(f: Facts) -> Finding | None:
 EVIDENCE_GPUS = 4
 
 
-def _extremes(hit: list[GpuFacts], key) -> list[GpuFacts]:  # type: ignore[no-untyped-def]
+def extremes(hit: list[GpuFacts], key) -> list[GpuFacts]:  # type: ignore[no-untyped-def]
     """``hit``, or only its lowest and highest by ``key`` when it is long."""
     if len(hit) <= EVIDENCE_GPUS:
         return hit
@@ -257,128 +194,16 @@ def _extremes(hit: list[GpuFacts], key) -> list[GpuFacts]:  # type: ignore[no-un
     return [g for g in hit if g is low or g is high]
 
 
-def _sentence(text: str) -> str:
-    return text[:1].upper() + text[1:] + "." if text else ""
-
-
-def _idle(f: Facts) -> list[GpuFacts]:
+def idle_gpus(f: Facts) -> list[GpuFacts]:
+    """The GPUs idle at least ``IDLE_GPU_SHARE`` of their (steady-state) window."""
     return [g for g in f.per_gpu if g.gap_share >= IDLE_GPU_SHARE]
-
-
-def host_bound_gaps(f: Facts) -> Finding | None:
-    """GPUs idle much of their window, mostly in measured host-side causes."""
-    hit = [g for g in _idle(f) if (g.measured_host_share or 0.0) >= MEASURED_CAUSE_SHARE]
-    if not hit:
-        return None
-    totals: dict[str, float] = {}
-    for g in hit:
-        for c in CAUSE_NAMES:
-            totals[c] = totals.get(c, 0.0) + g.causes.get(c, 0.0) / len(hit)
-    main = [c for c, v in sorted(totals.items(), key=lambda kv: -kv[1]) if v >= 0.05][:3]
-    where = gpu_list(g.gpu for g in hit)
-    gaps = span(g.gap_share for g in hit)
-    measured = span(g.measured_host_share or 0.0 for g in hit)
-    parts_en = ", ".join(f"{CAUSE_NAMES[c][0]} {percent(totals[c])}" for c in main)
-    parts_zh = "，".join(f"{CAUSE_NAMES[c][1]} {percent(totals[c])}" for c in main)
-    o_en, o_zh = _others(f, hit)
-    s_en, s_zh = _steady(f, len(hit))
-    evidence = []
-    for g in _extremes(hit, lambda g: g.gap_share):
-        evidence.append(
-            _ev(
-                "gap_share",
-                f"gap share, {g.label}",
-                g.gap_share,
-                percent(g.gap_share),
-                "docs/metrics/gaps.md",
-            )
-        )
-        for c in main:
-            evidence.append(
-                _ev(
-                    f"{c}_share",
-                    f"{CAUSE_NAMES[c][0]}, share of gap time, {g.label}",
-                    g.causes.get(c, 0.0),
-                    percent(g.causes.get(c, 0.0)),
-                    "docs/metrics/host.md",
-                )
-            )
-    return Finding(
-        rule_id="host-bound-gaps",
-        severity="warning",
-        seed_section="4.4",
-        cause_category="CPU-side scheduling",
-        impact_share=max(g.gap_share * (g.measured_host_share or 0) for g in hit),
-        title={"en": "GPU gaps caused on the host side", "zh": "GPU 间隙由主机侧造成"},
-        claim={
-            "en": f"{where} {'is' if len(hit) == 1 else 'are'} idle {gaps}{s_en}{o_en}; {measured} of that gap time has a measured host-side cause "
-            f"({parts_en}): the next kernel was launched only after the GPU ran dry.",
-            "zh": f"{where} 在{s_zh}空闲 {gaps}{o_zh}；其中 {measured} 的间隙时间有实测的主机侧原因（{parts_zh}）：GPU 空闲之后下一个内核才被发射。",
-        },
-        recommendation={
-            "en": _sentence("; ".join(CAUSE_ADVICE[c][0] for c in main if c in CAUSE_ADVICE)),
-            "zh": "；".join(CAUSE_ADVICE[c][1] for c in main if c in CAUSE_ADVICE) + "。",
-        },
-        evidence=tuple(evidence),
-    )
-
-
-def host_late_unknown(f: Facts) -> Finding | None:
-    """GPUs idle much of their window; the host was late but the trace cannot say why."""
-    hit = [g for g in _idle(f) if (g.unattributed_share or 0.0) >= UNATTRIBUTED_SHARE]
-    if not hit:
-        return None
-    where = gpu_list(g.gpu for g in hit)
-    gaps = span(g.gap_share for g in hit)
-    unknown = span(g.unattributed_share or 0.0 for g in hit)
-    o_en, o_zh = _others(f, hit)
-    s_en, s_zh = _steady(f, len(hit))
-    miss_en, miss_zh = _missing(f.host_unavailable_causes)
-    lack_en = f" ({miss_en})" if miss_en else ""
-    lack_zh = f"（{miss_zh}）" if miss_zh else ""
-    evidence = []
-    for g in _extremes(hit, lambda g: g.gap_share):
-        evidence += [
-            _gap_share_ev(g),
-            _ev(
-                "unattributed_share",
-                f"unattributed share of gap time, {g.label}",
-                g.unattributed_share,
-                percent(g.unattributed_share),
-                "docs/metrics/host.md",
-            ),
-        ]
-    return Finding(
-        rule_id="host-late-unknown",
-        severity="warning",
-        seed_section="4.4",
-        cause_category="host late, cause not captured",
-        impact_share=max(g.gap_share * (g.unattributed_share or 0) for g in hit),
-        title={
-            "en": "The host launched late, and the trace cannot say why",
-            "zh": "主机发射滞后，但追踪无法说明原因",
-        },
-        claim={
-            "en": f"{where} {'is' if len(hit) == 1 else 'are'} idle {gaps}{s_en}{o_en}: the next kernel was launched only after the GPU ran dry, "
-            f"but {unknown} of that gap time is unattributed{lack_en} — the trace cannot say what the host was doing.",
-            "zh": f"{where} 在{s_zh}空闲 {gaps}{o_zh}：GPU 空闲之后下一个内核才被发射，但其中 {unknown} 的间隙时间无法归因{lack_zh}——"
-            "追踪无法说明主机当时在做什么。",
-        },
-        recommendation={
-            "en": f"Capture again with `{CAPTURE_HINT} …` and NVTX ranges around data loading, tokenization and sampling, so the host time can be attributed; "
-            "no fix is recommended from this trace.",
-            "zh": f"用 `{CAPTURE_HINT} …` 重新采集，并在数据加载、tokenizer 与采样周围加上 NVTX 区间，以便归因主机时间；"
-            "仅凭本追踪不建议具体修改。",
-        },
-        evidence=tuple(evidence),
-    )
 
 
 def small_kernels(f: Facts) -> Finding | None:
     """Tiny kernels with launch-scale gaps between them that add up to much of the window."""
     hit = [
         g
-        for g in _idle(f)
+        for g in idle_gpus(f)
         if g.median_kernel_ns is not None
         and g.median_kernel_ns < SMALL_KERNEL_NS
         and (g.small_gap_share or 0.0) >= SMALL_GAP_TIME_SHARE
@@ -399,7 +224,7 @@ def small_kernels(f: Facts) -> Finding | None:
     q_en = f"; {span(queued)} of it with the next kernel already queued" if queued else ""
     q_zh = f"；其中 {span(queued)} 的时间下一个内核已在排队" if queued else ""
     evidence = []
-    for g in _extremes(hit, lambda g: g.gap_share):
+    for g in extremes(hit, lambda g: g.gap_share):
         evidence += [
             _ev(
                 "kernel_count",
@@ -422,7 +247,7 @@ def small_kernels(f: Facts) -> Finding | None:
                 duration(g.median_gap_ns),
                 "docs/metrics/gaps.md",
             ),
-            _gap_share_ev(g),
+            gap_share_evidence(g),
         ]
     return Finding(
         rule_id="small-kernels",
@@ -457,7 +282,7 @@ def gpu_side_gaps(f: Facts) -> Finding | None:
     """GPUs idle with the next kernel already queued: device-side waits (copies, dependencies)."""
     hit = [
         g
-        for g in _idle(f)
+        for g in idle_gpus(f)
         if _gpu_side(g) >= GPU_WAIT_SHARE
         and not (
             g.median_kernel_ns is not None
@@ -472,8 +297,8 @@ def gpu_side_gaps(f: Facts) -> Finding | None:
     queued = span(_gpu_side(g) for g in hit)
     copies = [g.copy_gap_share or 0.0 for g in hit]
     by_copies = min(copies) >= COPY_GAP_SHARE
-    o_en, o_zh = _others(f, hit)
-    s_en, s_zh = _steady(f, len(hit))
+    o_en, o_zh = against_others(f, hit)
+    s_en, s_zh = window_phrase(f, len(hit))
     if by_copies:
         why_en = f"memory copies run during {span(copies)} of that gap time: the kernels wait for their data transfers, which do not overlap compute"
         why_zh = f"其中 {span(copies)} 的间隙时间有内存拷贝在进行：内核在等待数据传输，而传输没有与计算重叠"
@@ -489,9 +314,9 @@ def gpu_side_gaps(f: Facts) -> Finding | None:
             "在最长的间隙处打开追踪，找出下一个内核等待的依赖（事件等待、跨流或跨卡同步）；重新安排各流，让独立的工作填补等待。",
         )
     evidence = []
-    for g in _extremes(hit, lambda g: g.gap_share):
+    for g in extremes(hit, lambda g: g.gap_share):
         evidence += [
-            _gap_share_ev(g),
+            gap_share_evidence(g),
             _ev(
                 "gpu_wait_share",
                 f"GPU-side wait or transfer, share of gap time, {g.label}",
@@ -542,7 +367,7 @@ def sm_idle_while_busy(f: Facts) -> Finding | None:
     gr = span(g.gr_active_share or 0.0 for g in hit)
     sm = span(g.sm_active_share or 0.0 for g in hit)
     evidence = []
-    for g in _extremes(hit, lambda g: g.sm_active_share or 0.0):
+    for g in extremes(hit, lambda g: g.sm_active_share or 0.0):
         evidence += [
             _ev(
                 "gr_active",
@@ -580,97 +405,3 @@ def sm_idle_while_busy(f: Facts) -> Finding | None:
         },
         evidence=tuple(evidence),
     )
-
-
-def nccl_outlier(f: Facts) -> Finding | None:
-    """One NCCL kernel far longer than its collective's median on the same GPU."""
-    hit = [
-        o
-        for o in f.nccl_outliers
-        if o.over_median >= NCCL_OUTLIER_OVER_MEDIAN and o.duration_ns >= NCCL_OUTLIER_MIN_NS
-    ]
-    if not hit:
-        return None
-    o = hit[0]
-    more_en = (
-        f" ({len(hit) - 1} more over {NCCL_OUTLIER_OVER_MEDIAN:.0f}× in the communication section)"
-        if len(hit) > 1
-        else ""
-    )
-    more_zh = (
-        f"（通信一节另有 {len(hit) - 1} 个超过 {NCCL_OUTLIER_OVER_MEDIAN:.0f}×）"
-        if len(hit) > 1
-        else ""
-    )
-    return Finding(
-        rule_id="nccl-outlier",
-        severity="warning",
-        seed_section="4.4",
-        cause_category="one slow collective",
-        impact_share=0.0,
-        title={
-            "en": "One collective takes far longer than the others",
-            "zh": "某次集合通信远慢于其他",
-        },
-        claim={
-            "en": f"One {o.collective} on GPU {o.gpu} takes {duration(o.duration_ns)} against a {duration(o.median_ns)} median "
-            f"({ratio(o.over_median, 0)} over {count(o.count)} instances), starting at {at(o.start_ns)} on the trace timeline{more_en}: "
-            "the GPUs waiting on it stall for that long.",
-            "zh": f"GPU {o.gpu} 上的一次 {o.collective} 耗时 {duration(o.duration_ns)}，而中位数仅 {duration(o.median_ns)}"
-            f"（{count(o.count)} 次中的 {ratio(o.over_median, 0)}），开始于时间线上 {at(o.start_ns)}{more_zh}：等待它的卡会停顿同样长的时间。",
-        },
-        recommendation={
-            "en": "Open the trace at that time: a late peer, a first-call setup (communicator init, buffer registration) or a contended link; "
-            "warm the communicator up before timing, and check the peer GPU's timeline just before.",
-            "zh": "在该时刻打开追踪：可能是对端迟到、首次调用的初始化（通信器创建、缓冲区注册）或链路争用；计时前先预热通信器，并查看对端卡在此之前的时间线。",
-        },
-        evidence=(
-            _ev(
-                "nccl_longest",
-                f"longest {o.collective}, GPU {o.gpu}",
-                o.duration_ns,
-                duration(o.duration_ns),
-                "docs/metrics/nccl.md",
-            ),
-            _ev(
-                "nccl_median",
-                f"median {o.collective}, GPU {o.gpu}",
-                o.median_ns,
-                duration(o.median_ns),
-                "docs/metrics/nccl.md",
-            ),
-            _ev(
-                "nccl_over_median",
-                "longest / median",
-                o.over_median,
-                ratio(o.over_median, 0),
-                "docs/metrics/nccl.md",
-            ),
-            _ev(
-                "nccl_start",
-                "start (trace timeline)",
-                o.start_ns,
-                at(o.start_ns),
-                "docs/metrics/nccl.md",
-            ),
-        ),
-    )
-
-
-GPU_RULES = (
-    gpu_side_gaps,
-    dominant_gap,
-    host_bound_gaps,
-    host_late_unknown,
-    small_kernels,
-    sm_idle_while_busy,
-    nccl_outlier,
-)
-GPU_RULE_IDS = (
-    "gpu-side-gaps",
-    "dominant-gap",
-    "host-late-unknown",
-    "small-kernels",
-    "sm-idle-while-busy",
-    "nccl-outlier",
-)

@@ -1,0 +1,249 @@
+"""Rules on how work is split between GPUs (seed 4.1, 4.2).
+
+* ``static-split-skew`` / ``moe-hot-expert``: one GPU computes more than the mean;
+  when expert kernels explain most of its extra time over the least-loaded GPU, a hot
+  MoE expert, otherwise an uneven static split.
+* ``pipeline-bubble``: idle time at the start and end of each iteration that grows
+  stage by stage, the fill/drain staircase of a pipeline schedule.
+* ``dp-long-tail``: the load drifts between GPUs over the capture (long requests
+  hogging one GPU while others run dry).
+
+They read the imbalance measures of docs/metrics/balance.md. Thresholds are named
+constants, documented in docs/findings.md.
+"""
+
+from __future__ import annotations
+
+import re
+from statistics import mean
+
+from nsysan.diagnose.facts import Facts
+from nsysan.diagnose.findings import EvidenceItem, Finding
+from nsysan.diagnose.gpu_rules import span
+from nsysan.report.fmt import percent, ratio
+
+# static split / hot expert (seed 4.1)
+COMPUTE_SKEW_MAX_OVER_MEAN = 1.05  # most-loaded GPU's compute time over the mean
+EXPERT_KERNEL_PATTERN = re.compile(r"(?i)moe|expert|topk|grouped_?gemm|router")
+EXPERT_DIFF_SHARE = 0.5  # share of the compute difference explained by expert kernels
+# pipeline bubbles (seed 4.1)
+BUBBLE_SHARE_HIGH = 0.15
+BUBBLE_STAIRCASE_MIN = 0.05  # spread of fill and of drain share across stages
+# Pipeline signature: later stages idle longer at the start and shorter at the end,
+# so fill and drain shares are ranked in opposite orders across GPUs.
+BUBBLE_FILL_DRAIN_MAX_CORRELATION = -0.8
+# ... and the fill share grows (or shrinks) steadily with the GPU's position.
+BUBBLE_STAGE_ORDER_MIN_CORRELATION = 0.8
+# Two GPUs always rank as a perfect staircase (a rank correlation of two points is
+# +-1), so two independent GPUs would pass: a staircase takes three stages or more.
+BUBBLE_MIN_STAGES = 3
+# drift / long tail (seed 4.2, 4.3)
+DRIFT_SPREAD_HIGH = 0.30  # busy-share spread between GPUs in the worst drift window
+# Load drift: over the capture, one GPU's busy share moves this much relative to
+# another's (difference of the fitted trends). Window-to-window noise on short
+# captures stays well below it.
+DRIFT_TREND_SPREAD = 0.50
+
+
+def _ev(
+    metric: str, label: str, value: float | int | str | None, display: str, source: str
+) -> EvidenceItem:
+    return EvidenceItem(metric=metric, label=label, value=value, display=display, source=source)
+
+
+def _pct(metric: str, label: str, value: float | None, source: str) -> EvidenceItem:
+    """Evidence that is a share, shown as a percentage."""
+    return _ev(metric, label, value, percent(value), source)
+
+
+def _ranks(values: tuple[float, ...]) -> list[float]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    for rank, i in enumerate(order):
+        ranks[i] = float(rank)
+    return ranks
+
+
+def rank_correlation(a: tuple[float, ...], b: tuple[float, ...]) -> float | None:
+    """Spearman's rank correlation (no tie correction); None when undefined."""
+    if len(a) != len(b) or len(a) < 2:
+        return None
+    ra, rb = _ranks(a), _ranks(b)
+    ma, mb = mean(ra), mean(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb, strict=True))
+    va = sum((x - ma) ** 2 for x in ra)
+    vb = sum((y - mb) ** 2 for y in rb)
+    return cov / (va * vb) ** 0.5 if va and vb else None
+
+
+def _expert_diff_share(f: Facts) -> float:
+    return sum(share for name, share in f.top_diff_kernels if EXPERT_KERNEL_PATTERN.search(name))
+
+
+def compute_skew(f: Facts) -> Finding | None:
+    """One GPU computes more than the others: a static split or a hot MoE expert."""
+    if f.gpu_count < 2 or f.compute_max_over_mean is None:
+        return None
+    if f.compute_max_over_mean < COMPUTE_SKEW_MAX_OVER_MEAN:
+        return None
+    expert = _expert_diff_share(f) >= EXPERT_DIFF_SHARE
+    kernels = ", ".join(f"{n} ({percent(s)})" for n, s in f.top_diff_kernels[:3])
+    kernels_zh = "，".join(
+        f"{'（其他内核）' if n == '(other kernels)' else n}（{percent(s)}）"
+        for n, s in f.top_diff_kernels[:3]
+    )
+    most, least = f.most_loaded_gpu, f.least_loaded_gpu
+    skew = f.compute_max_over_mean
+    if expert:
+        rule, title_en, title_zh = (
+            "moe-hot-expert",
+            "A hot MoE expert overloads one GPU",
+            "MoE 热点专家使单卡过载",
+        )
+        claim_en = f"GPU {most} computes {ratio(skew)} the mean; expert kernels explain most of its extra time over GPU {least}: {kernels}."
+        claim_zh = f"GPU {most} 的计算时间是平均值的 {ratio(skew)}；它比 GPU {least} 多出的时间主要来自专家内核：{kernels_zh}。"
+        rec_en = "Re-balance experts periodically (expert replication or re-placement by measured heat), add capacity factors / token dropping, or use expert parallelism with load-aware routing."
+        rec_zh = "周期性地按实测热度重新分配专家（复制热点专家或重新放置），设置容量因子/丢弃超额词元，或使用负载感知的路由。"
+        section = "4.1"
+    else:
+        rule, title_en, title_zh = (
+            "static-split-skew",
+            "Uneven split of work across GPUs",
+            "各卡之间工作切分不均",
+        )
+        claim_en = f"GPU {most} computes {ratio(skew)} the mean (load-balance efficiency {percent(f.compute_efficiency)}); the kernels behind its extra time over GPU {least}: {kernels}."
+        claim_zh = f"GPU {most} 的计算时间是平均值的 {ratio(skew)}（负载均衡效率 {percent(f.compute_efficiency)}）；它比 GPU {least} 多出的时间来自：{kernels_zh}。"
+        rec_en = "Make the split divisible (heads, layers or shards per GPU), or weight the assignment by measured cost; re-check with a new trace."
+        rec_zh = (
+            "让切分可整除（每卡的注意力头、层或分片数），或按实测开销加权分配；用新的时间线复核。"
+        )
+        section = "4.1"
+    return Finding(
+        rule_id=rule,
+        severity="warning",
+        seed_section=section,
+        cause_category="static split" if not expert else "hot expert",
+        impact_share=1.0 - (f.compute_efficiency or 1.0),
+        title={"en": title_en, "zh": title_zh},
+        claim={"en": claim_en, "zh": claim_zh},
+        recommendation={"en": rec_en, "zh": rec_zh},
+        evidence=(
+            _ev(
+                "compute_max_over_mean",
+                "compute time, max / mean",
+                skew,
+                ratio(skew),
+                "docs/metrics/balance.md",
+            ),
+            _pct(
+                "compute_efficiency",
+                "load-balance efficiency (mean / max)",
+                f.compute_efficiency,
+                "docs/metrics/balance.md",
+            ),
+            *(
+                _pct("kernel_diff", f"share of the difference: {n}", s, "docs/metrics/balance.md")
+                for n, s in f.top_diff_kernels[:3]
+            ),
+        ),
+    )
+
+
+def _spread(values: tuple[float, ...]) -> float:
+    return max(values) - min(values) if values else 0.0
+
+
+def pipeline_bubble(f: Facts) -> Finding | None:
+    """Idle at the start/end of each iteration, growing stage by stage (fill/drain)."""
+    if f.gpu_count < BUBBLE_MIN_STAGES or f.bubble_share is None:
+        return None
+    if len(f.fill_share_per_gpu) < BUBBLE_MIN_STAGES or f.bubble_share < BUBBLE_SHARE_HIGH:
+        return None
+    if min(_spread(f.fill_share_per_gpu), _spread(f.drain_share_per_gpu)) < BUBBLE_STAIRCASE_MIN:
+        return None
+    corr = rank_correlation(f.fill_share_per_gpu, f.drain_share_per_gpu)
+    if corr is None or corr > BUBBLE_FILL_DRAIN_MAX_CORRELATION:
+        return None
+    position = tuple(float(i) for i in range(len(f.fill_share_per_gpu)))
+    order = rank_correlation(f.fill_share_per_gpu, position)
+    if order is None or abs(order) < BUBBLE_STAGE_ORDER_MIN_CORRELATION:
+        return None
+    return Finding(
+        rule_id="pipeline-bubble",
+        severity="warning",
+        seed_section="4.1",
+        cause_category="pipeline fill/drain",
+        impact_share=f.bubble_share,
+        title={"en": "Pipeline bubbles at fill and drain", "zh": "流水线填充/排空气泡"},
+        claim={
+            "en": f"{percent(f.bubble_share)} of each iteration is bubble (idle at its start or end), growing from stage to stage: fill {span(f.fill_share_per_gpu)}, drain {span(f.drain_share_per_gpu)} across GPUs.",
+            "zh": f"每次迭代有 {percent(f.bubble_share)} 的时间是气泡（迭代开始或结束时空闲），且逐级递增：各卡填充 {span(f.fill_share_per_gpu)}，排空 {span(f.drain_share_per_gpu)}。",
+        },
+        recommendation={
+            "en": "Use more micro-batches per iteration, an interleaved (virtual-stage) schedule, or fewer pipeline stages.",
+            "zh": "每次迭代使用更多微批次，采用交错（虚拟流水级）调度，或减少流水线级数。",
+        },
+        evidence=(
+            _pct(
+                "bubble_share",
+                "bubble share of iteration time",
+                f.bubble_share,
+                "docs/metrics/balance.md",
+            ),
+            *(
+                _pct("fill_share", f"fill share, {lab}", v, "docs/metrics/balance.md")
+                for lab, v in zip(f.gpu_labels, f.fill_share_per_gpu, strict=False)
+            ),
+        ),
+    )
+
+
+def load_drift(f: Facts) -> Finding | None:
+    """Load that moves between GPUs over time: long requests hogging one GPU."""
+    if f.gpu_count < 2 or f.drift_spread_max is None or f.drift_spread_min is None:
+        return None
+    if f.drift_spread_max < DRIFT_SPREAD_HIGH:
+        return None
+    if not f.busy_trend or max(f.busy_trend) - min(f.busy_trend) < DRIFT_TREND_SPREAD:
+        return None
+    trend_spread = max(f.busy_trend) - min(f.busy_trend)
+    return Finding(
+        rule_id="dp-long-tail",
+        severity="warning",
+        seed_section="4.2",
+        cause_category="dynamic requests (long tail)",
+        impact_share=f.drift_spread_mean or 0.0,
+        title={"en": "Load drifts between GPUs over time", "zh": "负载随时间在各卡之间漂移"},
+        claim={
+            "en": f"The load drifts between GPUs over the capture: one GPU's busy share moves {percent(trend_spread)} relative to another's, and in the worst time window the GPUs' busy shares differ by {percent(f.drift_spread_max)} (best window {percent(f.drift_spread_min)}) — some GPUs keep working while others run dry.",
+            "zh": f"负载在采集期间于各卡之间漂移：某张卡的忙碌占比相对另一张卡变化了 {percent(trend_spread)}，最差时间窗内各卡忙碌占比相差 {percent(f.drift_spread_max)}（最好时间窗 {percent(f.drift_spread_min)}）——部分卡持续工作而其他卡无事可做。",
+        },
+        recommendation={
+            "en": "Schedule by estimated cost (sequence length, generation budget), not round-robin; add starvation detection and preemption or request migration.",
+            "zh": "按预估开销（序列长度、生成长度）调度而不是轮询；加入饥饿检测与抢占或请求迁移。",
+        },
+        evidence=(
+            _pct(
+                "drift_spread_max",
+                "busy-share spread, worst window",
+                f.drift_spread_max,
+                "docs/metrics/balance.md",
+            ),
+            _pct(
+                "drift_spread_min",
+                "busy-share spread, best window",
+                f.drift_spread_min,
+                "docs/metrics/balance.md",
+            ),
+            *(
+                _ev(
+                    "busy_trend",
+                    f"busy-share trend over the capture, {lab}",
+                    t,
+                    f"{t * 100:+.0f} pts",
+                    "docs/metrics/balance.md",
+                )
+                for lab, t in zip(f.gpu_labels, f.busy_trend, strict=False)
+            ),
+        ),
+    )
