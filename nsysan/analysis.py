@@ -213,6 +213,7 @@ def analyze(
             keys=gaps.keys,
             transfers=copies,
             per_gap_detail=detail_tables,
+            pool=pool,
         )
         transfers_job = pool.submit(measure_transfers, trace, windows, busy.intervals)
         imbalance_job = pool.submit(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +21,13 @@ from polars.testing import assert_frame_equal
 
 import nsysan
 from nsysan import model
+from nsysan.analyze import host as host_module
 from nsysan.analyze import host_launch
 from nsysan.analyze.busy import measure_busy
 from nsysan.analyze.gaps import measure_gaps
 from nsysan.analyze.host import (
     LEAN_GAP_COLUMNS,
     HostResult,
-    _long_shares,
-    _nvtx_table,
-    _per_gpu,
     attribute_gaps,
 )
 from nsysan.analyze.host_causes import (
@@ -52,6 +51,7 @@ from nsysan.analyze.host_gil import (
     GIL_WAIT_CALLS,
 )
 from nsysan.analyze.host_launch import KIND_ORDER
+from nsysan.analyze.host_sums import long_shares, nvtx_table, per_gpu_sums
 from nsysan.analyze.host_tables import THREAD_KEYS, THREAD_NUMBER
 from nsysan.analyze.host_timeline import descheduled_intervals, host_segments
 from nsysan.settings import BusyMode, Settings
@@ -986,6 +986,35 @@ def test_without_per_gap_detail_every_other_result_is_the_same(mode: BusyMode) -
         assert_lean_is_the_full_result_in_part(nsysan.load_trace([path]), mode)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("detail", [True, False])
+def test_thread_groups_offered_to_the_pool_give_the_same_result(
+    workers: int, detail: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace = busy_host(2)
+    settings = Settings()
+    busy = measure_busy(trace, settings)
+    gaps = measure_gaps(busy.intervals, busy.summary, busy.keys)
+    alone = attribute_gaps(trace, gaps.gaps, settings, gaps.keys, per_gap_detail=detail)
+    groups: list[int] = []
+    group_time = host_module._group_time
+
+    def counted(*args: Any) -> Any:
+        groups.append(1)
+        return group_time(*args)
+
+    monkeypatch.setattr(host_module, "_group_time", counted)
+    # As analysis.py calls it: from inside one of the pool's own workers.
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        beside = pool.submit(
+            attribute_gaps, trace, gaps.gaps, settings, gaps.keys, per_gap_detail=detail, pool=pool
+        ).result(timeout=120)
+    assert len(groups) >= 2  # several groups to share out
+    for name in HostResult.__dataclass_fields__:
+        a, b = getattr(alone, name), getattr(beside, name)
+        assert a.equals(b) if isinstance(a, pl.DataFrame) else a == b, name
+
+
 @pytest.mark.shared
 @pytest.mark.parametrize("mode", ["kernels", "nvidia"])
 @pytest.mark.parametrize(
@@ -1511,15 +1540,15 @@ def ref_attribute_gaps(
     gpus = pl.concat(
         [trace.gpus.select(pl.col("gpu").cast(pl.Int32)), out.select(pl.col("gpu").cast(pl.Int32))]
     ).unique()
-    per_gpu = _per_gpu(out, gpus)
-    nvtx = _nvtx_table(
+    per_gpu = per_gpu_sums(out, gpus)
+    nvtx = nvtx_table(
         ref_text_time(hits).join(table.select("_gap", "gpu"), on="_gap"),
         per_gpu.select("gpu", "gap_ns"),
     )
     return HostResult(
         gaps=out,
         per_gpu=per_gpu,
-        shares=_long_shares(per_gpu),
+        shares=long_shares(per_gpu),
         nvtx=nvtx,
         gil_threads=ref_gil_threads(trace.osrt.join(threads, on=list(THREAD_KEYS), how="semi")),
         unavailable=tuple(f"{CAUSE_LABELS[c]}: {why}" for c, why in missing.items()),

@@ -77,16 +77,21 @@ The parts, one module each:
   segments of one cause and one innermost NVTX range, and each host portion's time
   per cause and per NVTX text;
 * :mod:`~nsysan.analyze.host_transfers`: gap time under a transfer;
+* :mod:`~nsysan.analyze.host_sums`: the per-GPU sums and shares of the causes and
+  the NVTX texts' time;
 * :mod:`~nsysan.analyze.host_tables`: the keys and table plumbing they share;
 * :mod:`~nsysan.analyze.host_loops`: the compiled loops.
 
-This module numbers and classifies the gaps, finds their host portions, splits each
-gap's time into causes and sums it per GPU (:func:`attribute_gaps`).
+This module numbers and classifies the gaps, finds their host portions, offers the
+thread groups to the analyses' thread pool and splits each gap's time into causes
+(:func:`attribute_gaps`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,7 +100,6 @@ import polars as pl
 from nsysan.analyze.host_causes import (
     CAUSE_LABELS,
     CAUSES,
-    HOST_SIDE_CAUSES,
     HOST_TABLES,
     PRIMARY_CLASSES,
     unavailable_causes,
@@ -103,6 +107,7 @@ from nsysan.analyze.host_causes import (
 from nsysan.analyze.host_gil import gil_threads
 from nsysan.analyze.host_launch import KIND_ORDER, feeding_launches
 from nsysan.analyze.host_loops import first_largest
+from nsysan.analyze.host_sums import long_shares, nvtx_table, per_gpu_sums, texts_per_gpu
 from nsysan.analyze.host_tables import (
     ENGINE,
     THREAD_KEYS,
@@ -121,6 +126,7 @@ from nsysan.analyze.host_timeline import (
 from nsysan.analyze.host_transfers import transfer_time
 from nsysan.model import Trace
 from nsysan.packing import PACKED_BITS, bit_widths, packed, unpacked
+from nsysan.pool import results_as_done
 from nsysan.settings import Settings
 
 __all__ = ["LEAN_GAP_COLUMNS", "HostResult", "attribute_gaps"]
@@ -373,16 +379,6 @@ def _carved_columns(carved: pl.DataFrame, n: int) -> list[pl.Series]:
     return columns
 
 
-def _largest(columns: Sequence[str], names: Sequence[str]) -> pl.Expr:
-    """Name of the largest column per row (the first on a tie)."""
-    # Picks an index, then names it: concat_list(...).list.arg_max() or string
-    # literals per row are several times slower on a million rows.
-    top = pl.max_horizontal(columns)
-    return pl.coalesce(
-        pl.when(pl.col(c) == top).then(pl.lit(i, dtype=pl.Int8)) for i, c in enumerate(columns)
-    ).replace_strict(list(range(len(names))), list(names), return_dtype=pl.String)
-
-
 def _nvtx_texts(gaps: pl.Series, text_time: pl.DataFrame) -> pl.Series:
     """Per gap of ``gaps``, the innermost NVTX text covering most of its host portion."""
     if text_time.is_empty():
@@ -410,6 +406,7 @@ def attribute_gaps(
     keys: Sequence[str] = ("gpu",),
     transfers: pl.DataFrame | None = None,
     per_gap_detail: bool = True,
+    pool: Executor | None = None,
 ) -> HostResult:
     """Attribute every gap's time to host-side and GPU-side causes (see the module docstring).
 
@@ -423,6 +420,9 @@ def attribute_gaps(
     thread and its time per cause), not its next operation, launch call, primary
     class, largest cause or NVTX text (at 5M gaps, ~0.2 GB less, and the largest cause
     and NVTX text are not computed); every other result is the same.
+
+    ``pool``, the analyses' thread pool when this runs in it, takes the groups of
+    feeding threads that its idle workers can (:func:`~nsysan.pool.results_as_done`).
     """
     settings = settings or Settings()
     keys = list(keys)
@@ -446,21 +446,28 @@ def attribute_gaps(
     if transfers is not None and transfers.height > 0 and keys == ["gpu"]:
         carved, pieces = transfer_time(table, portions, transfers)
     spent: dict[str, np.ndarray] = {}
+
     # Per gap and NVTX text for the detail (each gap's text); else summed per GPU
     # group by group, since that is all the rest reads (10M rows at 5M gaps).
-    texts = []
-    # A portion, and its pieces under transfers, are on one thread: each gap's times
-    # come from the one group that has its portion.
-    for members in thread_groups(threads, portions):
+    def group_time(members: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray], pl.DataFrame]:
         group, (group_portions, group_pieces) = in_group(threads, members, [portions, pieces])
         assert group_portions is not None
         group_spent, group_texts = _group_time(
             trace, group, signature, group_portions, group_pieces
         )
-        gap = group_portions["_gap"].to_numpy()
+        if not per_gap_detail:
+            group_texts = texts_per_gpu(group_texts, table["gpu"])
+        return group_portions["_gap"].to_numpy(), group_spent, group_texts
+
+    groups = thread_groups(threads, portions)
+    texts: list[pl.DataFrame] = [pl.DataFrame()] * len(groups)
+    # A portion, and its pieces under transfers, are on one thread: each gap's times
+    # come from the one group that has its portion, whichever finishes first.
+    calls = [functools.partial(group_time, members) for members in groups]
+    for k, (gap, group_spent, group_texts) in results_as_done(pool, calls):
         for name, values in group_spent.items():
             spent.setdefault(name, np.zeros(table.height, dtype=np.int64))[gap] = values
-        texts.append(group_texts if per_gap_detail else _texts_per_gpu(group_texts, table["gpu"]))
+        texts[k] = group_texts
     # In group order, not gap order: what reads it sorts or sums it.
     text_time = pl.concat(texts, rechunk=False) if len(texts) > 1 else texts[0]
     table, constant = _split(
@@ -499,15 +506,15 @@ def attribute_gaps(
     gpus = pl.concat(
         [trace.gpus.select(pl.col("gpu").cast(pl.Int32)), out.select(pl.col("gpu").cast(pl.Int32))]
     ).unique()
-    per_gpu = _per_gpu(out, gpus, constant)
-    nvtx = _nvtx_table(
-        _texts_per_gpu(text_time, table["gpu"]) if per_gap_detail else text_time,
+    per_gpu = per_gpu_sums(out, gpus, constant)
+    nvtx = nvtx_table(
+        texts_per_gpu(text_time, table["gpu"]) if per_gap_detail else text_time,
         per_gpu.select("gpu", "gap_ns"),
     )
     return HostResult(
         gaps=out if per_gap_detail else out.drop("primary"),
         per_gpu=per_gpu,
-        shares=_long_shares(per_gpu),
+        shares=long_shares(per_gpu),
         nvtx=nvtx,
         gil_threads=signature,
         unavailable=tuple(f"{CAUSE_LABELS[c]}: {why}" for c, why in missing.items()),
@@ -544,93 +551,3 @@ def _group_time(
     # Only portions with time inside NVTX ranges need the costlier interval join.
     in_ranges = portions.filter(spent.pop("_nvtx_ns") > 0)
     return spent, text_time_per_gap(in_ranges, segments, ranges)
-
-
-def _per_gpu(
-    gaps: pl.DataFrame, gpus: pl.DataFrame, constant: frozenset[str] = frozenset()
-) -> pl.DataFrame:
-    """Per GPU sums and shares; ``constant`` names the cause columns that are 0 throughout."""
-    cause_ns = [f"{c}_ns" for c in CAUSES]
-    sums = gaps.group_by(pl.col("gpu").cast(pl.Int32)).agg(
-        pl.len().cast(pl.Int64).alias("gap_count"),
-        pl.col("duration_ns").sum().alias("gap_ns"),
-        *(
-            (pl.col("primary") == p).sum().cast(pl.Int64).alias(f"{p}_count")
-            for p in PRIMARY_CLASSES
-        ),
-        *(
-            pl.lit(0, dtype=pl.Int64).alias(c) if c in constant else pl.col(c).sum()
-            for c in cause_ns
-        ),
-    )
-    counts = ["gap_count", "gap_ns", *(f"{p}_count" for p in PRIMARY_CLASSES), *cause_ns]
-    joined = gpus.join(sums, on="gpu", how="left").with_columns(
-        pl.col(c).fill_null(0).cast(pl.Int64) for c in counts
-    )
-
-    def share(col: pl.Expr) -> pl.Expr:
-        return pl.when(pl.col("gap_ns") > 0).then(col / pl.col("gap_ns"))
-
-    host = pl.sum_horizontal(f"{c}_ns" for c in HOST_SIDE_CAUSES)
-    return (
-        joined.with_columns(
-            *(share(pl.col(f"{c}_ns")).alias(f"{c}_share") for c in CAUSES),
-            share(host).alias("host_share"),
-            pl.when(pl.col("gap_ns") > 0).then(_largest(cause_ns, CAUSES)).alias("dominant_cause"),
-        )
-        .select(
-            "gpu",
-            "gap_count",
-            "gap_ns",
-            *(f"{p}_count" for p in PRIMARY_CLASSES),
-            *cause_ns,
-            *(f"{c}_share" for c in CAUSES),
-            "host_share",
-            "dominant_cause",
-        )
-        .sort("gpu")
-    )
-
-
-def _long_shares(per_gpu: pl.DataFrame) -> pl.DataFrame:
-    return pl.concat(
-        [
-            per_gpu.select(
-                "gpu",
-                pl.lit(c).alias("cause"),
-                pl.lit(CAUSE_LABELS[c]).alias("label"),
-                pl.col(f"{c}_ns").alias("time_ns"),
-                pl.col(f"{c}_share").alias("share"),
-            )
-            for c in CAUSES
-        ]
-    ).sort("gpu")
-
-
-def _texts_per_gpu(text_time: pl.DataFrame, gpu: pl.Series) -> pl.DataFrame:
-    """``text_time`` (per gap and text) summed per GPU and text; ``gpu`` is each gap's GPU."""
-    # A gap's number is its row in the gap table (_gap_table): a gather, not a join.
-    return (
-        text_time.with_columns(gpu.gather(text_time["_gap"]))
-        .group_by("gpu", "nvtx_text")
-        .agg(pl.col("nvtx_ns").sum(), pl.col("covered_ns").sum())
-    )
-
-
-def _nvtx_table(text_time: pl.DataFrame, gap_ns: pl.DataFrame) -> pl.DataFrame:
-    """Per GPU and text, from ``text_time`` (``gpu, nvtx_text, nvtx_ns, covered_ns`` rows)."""
-    return (
-        text_time.group_by(pl.col("gpu").cast(pl.Int32), "nvtx_text")
-        .agg(pl.col("nvtx_ns").sum().cast(pl.Int64), pl.col("covered_ns").sum().cast(pl.Int64))
-        .join(gap_ns, on="gpu", how="left")
-        .select(
-            "gpu",
-            pl.col("nvtx_text").cast(pl.String).alias("text"),
-            "nvtx_ns",
-            "covered_ns",
-            pl.when(pl.col("gap_ns") > 0)
-            .then(pl.col("nvtx_ns") / pl.col("gap_ns"))
-            .alias("nvtx_share"),
-        )
-        .sort(["gpu", "nvtx_ns", "covered_ns", "text"], descending=[False, True, True, False])
-    )
