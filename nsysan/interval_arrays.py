@@ -6,21 +6,24 @@ thread's) bounds as int64 arrays, where a table per unit would cost more than th
 work. The conventions are the same: an interval is ``[start, end]`` with integer
 ends, and a union merges intervals that overlap or touch.
 
-:func:`merge_arrays` and :func:`time_where_open` take intervals in any order;
-:func:`clip_disjoint` and :func:`rows_meeting` take them in time order (starts
-and ends both ascending, as a union's are) and find rows by binary search. None
-modifies its inputs.
+:func:`merge_arrays` takes intervals in any order; :func:`time_units_open`,
+:func:`clip_disjoint` and :func:`rows_meeting` take them in time order (starts and
+ends both ascending, as a union's are): the first merges several units' bound lists
+in one compiled pass, the others find rows by binary search. None modifies its
+inputs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
+from nsysan.compiled import NO_EDGE, compiled
+
 __all__ = [
     "merge_arrays",
-    "time_where_open",
+    "time_units_open",
     "rows_by_unit",
     "clip_disjoint",
     "rows_meeting",
@@ -38,38 +41,57 @@ def merge_arrays(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.n
     return s[opens], e[closes]
 
 
-# Elements per block when summing segment lengths (bounds the temporary arrays).
-_SEGMENT_BLOCK = 1 << 20
+def time_units_open(units: Sequence[tuple[np.ndarray, np.ndarray]], low: int, high: int) -> int:
+    """Total time during which at least ``low`` and at most ``high`` of the ``units``
+    are inside one of their intervals, from the first bound of any unit to the last.
 
-
-def time_where_open(
-    starts: np.ndarray, ends: np.ndarray, keep: Callable[[np.ndarray], np.ndarray]
-) -> int:
-    """Total time during which the number of open intervals satisfies ``keep``.
-
-    ``starts`` and ``ends`` are the bounds of the intervals (int64 arrays, one pair per
-    interval, in any order); ``keep`` maps an int32 array of counts to booleans. The
-    count changes at instants only, so events at one instant need no order (what is
-    between them has length 0). Exact in int64; at millions of intervals each array
-    here is tens of MB, so the narrowest types, each freed once used, and the lengths
-    summed in blocks.
+    Each unit is ``(starts, ends)``, int64 arrays of disjoint intervals in time order
+    (a union's, clipped), so its bounds are already sorted: one compiled merge of the
+    units' bound lists, no sort of every bound. Units without intervals count as
+    never inside.
     """
-    count = len(starts)
-    times = np.concatenate([starts, ends])
-    if times.size == 0:
+    offsets = np.zeros(len(units) + 1, dtype=np.int64)
+    np.cumsum([len(starts) for starts, _ in units], out=offsets[1:])
+    if offsets[-1] == 0:
         return 0
-    # Sorted runs (one set of intervals after another) merge fast in a stable sort.
-    order = np.argsort(times, kind="stable")
-    level = np.cumsum(np.where(order < count, np.int8(1), np.int8(-1)), dtype=np.int32)
-    times = times[order]
-    del order
-    selected = keep(level[:-1])
-    del level
+    starts = np.concatenate([starts for starts, _ in units]).astype(np.int64, copy=False)
+    ends = np.concatenate([ends for _, ends in units]).astype(np.int64, copy=False)
+    return int(_time_open_between(starts, ends, offsets, low, high))
+
+
+@compiled
+def _time_open_between(starts, ends, offsets, low, high):  # type: ignore[no-untyped-def]
+    units = len(offsets) - 1
+    edge = np.zeros(units, dtype=np.int64)  # the next bound: 2 * interval + (0 start, 1 end)
+    heads = np.full(units, NO_EDGE, dtype=np.int64)
+    for u in range(units):
+        if offsets[u] < offsets[u + 1]:
+            heads[u] = starts[offsets[u]]
+    inside = 0
     total = 0
-    for lo in range(0, len(selected), _SEGMENT_BLOCK):
-        hi = min(lo + _SEGMENT_BLOCK, len(selected))
-        total += int((times[lo + 1 : hi + 1] - times[lo:hi])[selected[lo:hi]].sum())
-    return total
+    previous = NO_EDGE
+    while True:
+        unit = -1
+        at = NO_EDGE
+        for u in range(units):
+            if heads[u] < at:
+                at = heads[u]
+                unit = u
+        if unit < 0:
+            return total
+        # Bounds of one instant need no order: what lies between them has length 0.
+        if previous != NO_EDGE and low <= inside <= high:
+            total += at - previous
+        previous = at
+        k = edge[unit]
+        row = offsets[unit] + k // 2
+        if k % 2 == 0:
+            inside += 1
+            heads[unit] = ends[row]
+        else:
+            inside -= 1
+            heads[unit] = starts[row + 1] if row + 1 < offsets[unit + 1] else NO_EDGE
+        edge[unit] = k + 1
 
 
 def rows_by_unit(units: np.ndarray, wanted: Sequence[int]) -> dict[int, slice | np.ndarray]:

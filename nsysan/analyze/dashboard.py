@@ -45,7 +45,7 @@ from functools import cached_property
 import numpy as np
 import polars as pl
 
-from nsysan.interval_arrays import clip_disjoint, rows_by_unit, time_where_open
+from nsysan.interval_arrays import clip_disjoint, rows_by_unit, time_units_open
 from nsysan.intervals import clip_to_windows
 from nsysan.settings import Settings
 
@@ -328,34 +328,15 @@ def _spread(values: pl.Series) -> float | None:
     return float(present.to_frame().select(pl.all().max() - pl.all().min()).item())
 
 
-def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Length of the union of intervals sorted by start."""
-    if not len(starts):
-        return 0
-    reach = np.maximum.accumulate(ends)
-    # Each interval adds what reaches beyond everything before it.
-    covered_from = np.maximum(starts[1:], reach[:-1])
-    return int(reach[0] - starts[0]) + int((reach[1:] - covered_from).sum())
-
-
 def _disagreement_ns(busy: dict[int, _Busy], start_ns: int, end_ns: int, gpu_count: int) -> int:
     """Time in ``[start_ns, end_ns)`` during which some but not all GPUs run a kernel.
 
     ``gpu_count``: the GPUs whose window has a positive length; the others' unions
     are empty.
     """
+    # Each GPU's union is disjoint and in time order.
     inside = [union.inside(start_ns, end_ns) for union in busy.values()]
-    starts = np.concatenate([starts for starts, _ in inside])
-    ends = np.concatenate([ends for _, ends in inside])
-    if gpu_count == 2:
-        # One GPU busy = either busy - both busy; both busy = each busy - either busy.
-        order = np.argsort(starts, kind="stable")  # merges the sorted runs of the GPUs
-        either_ns = _union_ns(starts[order], ends[order])
-        span = np.array([start_ns, end_ns], dtype=np.int64)
-        busy_ns = sum(int(np.diff(union.busy_before(span))[0]) for union in busy.values())
-        return 2 * either_ns - busy_ns
-    # The unions are disjoint per GPU: the open intervals are the GPUs running a kernel.
-    return time_where_open(starts, ends, lambda running: (running > 0) & (running < gpu_count))
+    return time_units_open(inside, low=1, high=gpu_count - 1)
 
 
 def _common(

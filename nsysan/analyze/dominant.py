@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from nsysan.interval_arrays import rows_by_unit, time_where_open
+from nsysan.interval_arrays import rows_by_unit, time_units_open
 from nsysan.intervals import sort_if_needed
 
 __all__ = ["DOMINANT_GAP_SHARE", "WARMUP_BUSY_SHARE", "DominantResult", "measure_dominant"]
@@ -70,10 +70,9 @@ def _all_idle(gaps: pl.DataFrame, gpus: list[int], start: int, end: int) -> int:
         keep = e > s
         starts.append(s[keep])
         ends.append(e[keep])
-    # Each GPU's gaps are disjoint: the open intervals are the GPUs inside a gap.
-    return time_where_open(
-        np.concatenate(starts), np.concatenate(ends), lambda idle: idle == len(gpus)
-    )
+    # Each GPU's gaps are disjoint and in time order.
+    idle = list(zip(starts, ends, strict=True))
+    return time_units_open(idle, low=len(gpus), high=len(gpus))
 
 
 def measure_dominant(
