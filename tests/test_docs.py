@@ -91,8 +91,6 @@ def test_every_rule_id_and_threshold_is_documented() -> None:
                 "CPU_RULES",
                 "CPU_RULE_IDS",
                 "CAPTURE",
-                "COVERS_EN",
-                "COVERS_ZH",
                 "MEMORY_RULES",
                 "MEMORY_RULE_IDS",
                 "LOAD_RULES",

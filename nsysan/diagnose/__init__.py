@@ -1,7 +1,8 @@
 """Turn an analysis into findings, a headline verdict and the four-myth checklist.
 
 Rules (``rules.RULES``) read the named numbers of ``facts.Facts``; thresholds are
-documented in docs/findings.md.
+documented in docs/findings.md. Every sentence they, the headline and the myths say
+is an entry of ``wording.WORDING``, English and Chinese side by side.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from nsysan.diagnose.findings import SEVERITY_RANK, Diagnosis, Finding, Headline
 from nsysan.diagnose.gpu_rules import STALL_CATEGORY
 from nsysan.diagnose.myths import check_myths
 from nsysan.diagnose.rules import RULES
+from nsysan.diagnose.wording import say, say_n
 from nsysan.report.fmt import percent
 
 __all__ = ["Diagnosis", "Finding", "diagnose", "diagnose_facts"]
@@ -65,30 +67,20 @@ def diagnose_facts(facts: Facts) -> tuple[Finding, ...]:
 
 def _headline(facts: Facts, findings: tuple[Finding, ...], analysis: Analysis) -> Headline:
     if not analysis.trace.has_gpu_work or facts.gpu_count == 0 or analysis.gaps is None:
-        en = "No GPU kernels in this trace: there is no GPU balance to diagnose (what the trace holds and lacks is listed below)."
-        zh = "该追踪中没有 GPU 内核：没有可诊断的 GPU 负载均衡（追踪包含和缺少的内容列在下方）。"
-        return Headline(severity="info", text=en, texts={"en": en, "zh": zh}, rule_id=None)
+        texts = say("headline.no-gpu")
+        return Headline(severity="info", text=texts["en"], texts=texts, rule_id=None)
     if findings:
         top = findings[0]
         more = len(findings) - 1
-        suffix_en = f" ({more} more finding{'s' if more != 1 else ''} below)" if more else ""
-        suffix_zh = f"（下文还有 {more} 项发现）" if more else ""
+        texts = say_n(more, "headline.more", claim=top.claim, more=more) if more else top.claim
         return Headline(
-            severity=top.severity,
-            text=top.claim["en"] + suffix_en,
-            texts={"en": top.claim["en"] + suffix_en, "zh": top.claim["zh"] + suffix_zh},
-            rule_id=top.rule_id,
+            severity=top.severity, text=texts["en"], texts=dict(texts), rule_id=top.rule_id
         )
     gaps = facts.gap_share
     low, high = percent(min(gaps)), percent(max(gaps))
-    span = low if low == high else f"{low}–{high}"
     n = len(gaps)
-    en = (
-        f"No imbalance found: {n} GPU{'s' if n != 1 else ''} with kernels, gap share {span}; "
-        "no rule's threshold was reached (the myth checklist says what this trace could not show)."
-    )
-    zh = f"未发现负载不均：{n} 张运行内核的 GPU，间隙占比 {span}；没有规则达到阈值（误区检查列出了本追踪无法说明的内容）。"
-    return Headline(severity="info", text=en, texts={"en": en, "zh": zh}, rule_id=None)
+    texts = say_n(n, "headline.none", n=n, gaps=low if low == high else f"{low}–{high}")
+    return Headline(severity="info", text=texts["en"], texts=texts, rule_id=None)
 
 
 def diagnose(analysis: Analysis) -> Diagnosis:

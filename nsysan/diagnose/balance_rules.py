@@ -20,6 +20,7 @@ from statistics import mean
 from nsysan.diagnose.facts import Facts
 from nsysan.diagnose.findings import EvidenceItem, Finding
 from nsysan.diagnose.gpu_rules import span
+from nsysan.diagnose.wording import join, say
 from nsysan.report.fmt import percent, ratio
 
 # static split / hot expert (seed 4.1)
@@ -87,46 +88,38 @@ def compute_skew(f: Facts) -> Finding | None:
     if f.compute_max_over_mean < COMPUTE_SKEW_MAX_OVER_MEAN:
         return None
     expert = _expert_diff_share(f) >= EXPERT_DIFF_SHARE
-    kernels = ", ".join(f"{n} ({percent(s)})" for n, s in f.top_diff_kernels[:3])
-    kernels_zh = "，".join(
-        f"{'（其他内核）' if n == '(other kernels)' else n}（{percent(s)}）"
-        for n, s in f.top_diff_kernels[:3]
+    rule = "moe-hot-expert" if expert else "static-split-skew"
+    kernels = join(
+        "sep.list",
+        (
+            say(
+                "compute-skew.kernel",
+                name=say("compute-skew.other-kernels") if n == "(other kernels)" else n,
+                share=percent(s),
+            )
+            for n, s in f.top_diff_kernels[:3]
+        ),
     )
-    most, least = f.most_loaded_gpu, f.least_loaded_gpu
     skew = f.compute_max_over_mean
-    if expert:
-        rule, title_en, title_zh = (
-            "moe-hot-expert",
-            "A hot MoE expert overloads one GPU",
-            "MoE 热点专家使单卡过载",
-        )
-        claim_en = f"GPU {most} computes {ratio(skew)} the mean; expert kernels explain most of its extra time over GPU {least}: {kernels}."
-        claim_zh = f"GPU {most} 的计算时间是平均值的 {ratio(skew)}；它比 GPU {least} 多出的时间主要来自专家内核：{kernels_zh}。"
-        rec_en = "Re-balance experts periodically (expert replication or re-placement by measured heat), add capacity factors / token dropping, or use expert parallelism with load-aware routing."
-        rec_zh = "周期性地按实测热度重新分配专家（复制热点专家或重新放置），设置容量因子/丢弃超额词元，或使用负载感知的路由。"
-        section = "4.1"
-    else:
-        rule, title_en, title_zh = (
-            "static-split-skew",
-            "Uneven split of work across GPUs",
-            "各卡之间工作切分不均",
-        )
-        claim_en = f"GPU {most} computes {ratio(skew)} the mean (load-balance efficiency {percent(f.compute_efficiency)}); the kernels behind its extra time over GPU {least}: {kernels}."
-        claim_zh = f"GPU {most} 的计算时间是平均值的 {ratio(skew)}（负载均衡效率 {percent(f.compute_efficiency)}）；它比 GPU {least} 多出的时间来自：{kernels_zh}。"
-        rec_en = "Make the split divisible (heads, layers or shards per GPU), or weight the assignment by measured cost; re-check with a new trace."
-        rec_zh = (
-            "让切分可整除（每卡的注意力头、层或分片数），或按实测开销加权分配；用新的时间线复核。"
-        )
-        section = "4.1"
+    claim = say(
+        "moe-hot-expert.claim" if expert else "static-split-skew.claim",
+        most=f.most_loaded_gpu,
+        least=f.least_loaded_gpu,
+        skew=ratio(skew),
+        efficiency=percent(f.compute_efficiency),  # the static split's claim gives it
+        kernels=kernels,
+    )
     return Finding(
         rule_id=rule,
         severity="warning",
-        seed_section=section,
+        seed_section="4.1",
         cause_category="static split" if not expert else "hot expert",
         impact_share=1.0 - (f.compute_efficiency or 1.0),
-        title={"en": title_en, "zh": title_zh},
-        claim={"en": claim_en, "zh": claim_zh},
-        recommendation={"en": rec_en, "zh": rec_zh},
+        title=say("moe-hot-expert.title" if expert else "static-split-skew.title"),
+        claim=claim,
+        recommendation=say(
+            "moe-hot-expert.recommendation" if expert else "static-split-skew.recommendation"
+        ),
         evidence=(
             _ev(
                 "compute_max_over_mean",
@@ -174,15 +167,14 @@ def pipeline_bubble(f: Facts) -> Finding | None:
         seed_section="4.1",
         cause_category="pipeline fill/drain",
         impact_share=f.bubble_share,
-        title={"en": "Pipeline bubbles at fill and drain", "zh": "流水线填充/排空气泡"},
-        claim={
-            "en": f"{percent(f.bubble_share)} of each iteration is bubble (idle at its start or end), growing from stage to stage: fill {span(f.fill_share_per_gpu)}, drain {span(f.drain_share_per_gpu)} across GPUs.",
-            "zh": f"每次迭代有 {percent(f.bubble_share)} 的时间是气泡（迭代开始或结束时空闲），且逐级递增：各卡填充 {span(f.fill_share_per_gpu)}，排空 {span(f.drain_share_per_gpu)}。",
-        },
-        recommendation={
-            "en": "Use more micro-batches per iteration, an interleaved (virtual-stage) schedule, or fewer pipeline stages.",
-            "zh": "每次迭代使用更多微批次，采用交错（虚拟流水级）调度，或减少流水线级数。",
-        },
+        title=say("pipeline-bubble.title"),
+        claim=say(
+            "pipeline-bubble.claim",
+            bubble=percent(f.bubble_share),
+            fill=span(f.fill_share_per_gpu),
+            drain=span(f.drain_share_per_gpu),
+        ),
+        recommendation=say("pipeline-bubble.recommendation"),
         evidence=(
             _pct(
                 "bubble_share",
@@ -213,15 +205,14 @@ def load_drift(f: Facts) -> Finding | None:
         seed_section="4.2",
         cause_category="dynamic requests (long tail)",
         impact_share=f.drift_spread_mean or 0.0,
-        title={"en": "Load drifts between GPUs over time", "zh": "负载随时间在各卡之间漂移"},
-        claim={
-            "en": f"The load drifts between GPUs over the capture: one GPU's busy share moves {percent(trend_spread)} relative to another's, and in the worst time window the GPUs' busy shares differ by {percent(f.drift_spread_max)} (best window {percent(f.drift_spread_min)}) — some GPUs keep working while others run dry.",
-            "zh": f"负载在采集期间于各卡之间漂移：某张卡的忙碌占比相对另一张卡变化了 {percent(trend_spread)}，最差时间窗内各卡忙碌占比相差 {percent(f.drift_spread_max)}（最好时间窗 {percent(f.drift_spread_min)}）——部分卡持续工作而其他卡无事可做。",
-        },
-        recommendation={
-            "en": "Schedule by estimated cost (sequence length, generation budget), not round-robin; add starvation detection and preemption or request migration.",
-            "zh": "按预估开销（序列长度、生成长度）调度而不是轮询；加入饥饿检测与抢占或请求迁移。",
-        },
+        title=say("dp-long-tail.title"),
+        claim=say(
+            "dp-long-tail.claim",
+            trend=percent(trend_spread),
+            worst=percent(f.drift_spread_max),
+            best=percent(f.drift_spread_min),
+        ),
+        recommendation=say("dp-long-tail.recommendation"),
         evidence=(
             _pct(
                 "drift_spread_max",

@@ -1,7 +1,8 @@
 """What a diagnosis is made of: findings with evidence, myth verdicts, a headline.
 
 Text is kept per language (``en``, ``zh``) inside each object so that the JSON output
-and the report carry exactly the same claims.
+and the report carry exactly the same claims; it is made from the entries of
+:mod:`nsysan.diagnose.wording`.
 """
 
 from __future__ import annotations

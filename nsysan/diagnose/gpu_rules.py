@@ -8,10 +8,12 @@
 * ``sm-idle-while-busy``: the dashboard's GR Active is high while SM Active is near 0.
 
 The other rule modules name GPUs, ranges and instants with this module's ``gpu_list``,
-``span`` and ``at``; ``host_rules`` examines the same idle GPUs (``idle_gpus``, at
-least ``IDLE_GPU_SHARE`` of their window) and words them the same way.
+``span`` and ``at``, and the SM counters with ``sm_active``; ``host_rules`` examines the
+same idle GPUs (``idle_gpus``, at least ``IDLE_GPU_SHARE`` of their window) and words
+them the same way (``window_phrase``, ``against_others``).
 
-Thresholds are named constants, documented in docs/findings.md.
+Thresholds are named constants, documented in docs/findings.md; what the findings say
+is in :mod:`nsysan.diagnose.wording`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Iterable
 from nsysan.diagnose.facts import Facts
 from nsysan.diagnose.findings import EvidenceItem, Finding
 from nsysan.diagnose.gpu_facts import GpuFacts
+from nsysan.diagnose.wording import Text, nothing, say, say_n
 from nsysan.report.fmt import count, duration, percent
 
 DOMINANT_GAP_SHARE = 0.25  # a single gap this share of a GPU's window is named first
@@ -74,23 +77,19 @@ def span(values: Iterable[float], fmt_one=percent) -> str:  # type: ignore[no-un
     return low if low == high else f"{low}–{high}"
 
 
-def against_others(f: Facts, hit: list[GpuFacts]) -> tuple[str, str]:
+def against_others(f: Facts, hit: list[GpuFacts]) -> Text:
     """ ", against 5.3% on GPU 0" when the other GPUs idle much less."""
     ids = {g.gpu for g in hit}
     rest = [g for g in f.per_gpu if g.gpu not in ids]
     if not rest or max(g.gap_share for g in rest) >= IDLE_GPU_SHARE:
-        return "", ""
+        return nothing()
     where = gpu_list(g.gpu for g in rest)
-    shares = span(g.gap_share for g in rest)
-    return f", against {shares} on {where}", f"，而 {where} 仅 {shares}"
+    return say("against-others", shares=span(g.gap_share for g in rest), where=where)
 
 
-def window_phrase(f: Facts, n: int) -> tuple[str, str]:
-    """ " of its steady-state window" (or " of their window") for ``n`` GPUs, and in Chinese."""
-    its = "its" if n == 1 else "their"
-    if f.warmup_detected:
-        return f" of {its} steady-state window", "稳态时间窗内"
-    return f" of {its} window", "时间窗内"
+def window_phrase(f: Facts, n: int) -> Text:
+    """ " of its steady-state window" (or " of their window") for ``n`` GPUs."""
+    return say_n(n, "window.steady" if f.warmup_detected else "window.whole")
 
 
 def dominant_gap(f: Facts) -> Finding | None:
@@ -99,21 +98,24 @@ def dominant_gap(f: Facts) -> Finding | None:
     if not hit:
         return None
     warm = all(g.warmup for g in hit)
-    where = gpu_list(g.gpu for g in hit)
-    each = "each sit" if len(hit) > 1 else "sits"
-    length = span((g.longest_ns for g in hit), duration)
-    share = span(g.longest_share for g in hit)
     start = min(g.longest_start_ns or 0 for g in hit)
     end = max(g.longest_end_ns or 0 for g in hit)
-    what_en = "the start-up before steady state" if warm else "a stall in the middle of the run"
-    what_zh = "即进入稳态之前的启动阶段" if warm else "即运行中途的一次停顿"
-    steady_en = steady_zh = ""
-    if warm:
-        steady = span(g.gap_share for g in hit)
-        steady_en = f" In steady state (from {at(max(g.steady_start_ns for g in hit))}) the gap share is {steady}."
-        steady_zh = (
-            f"稳态（自 {at(max(g.steady_start_ns for g in hit))} 起）的间隙占比为 {steady}。"
-        )
+    steady_start = at(max(g.steady_start_ns for g in hit))
+    steady = (
+        say("dominant-gap.steady", start=steady_start, share=span(g.gap_share for g in hit))
+        if warm
+        else nothing()
+    )
+    claim = say(
+        "dominant-gap.claim",
+        idle=say_n(len(hit), "dominant-gap.idle", where=gpu_list(g.gpu for g in hit)),
+        length=span((g.longest_ns for g in hit), duration),
+        share=span(g.longest_share for g in hit),
+        start=at(start),
+        end=at(end),
+        what=say("dominant-gap.what.startup" if warm else "dominant-gap.what.stall"),
+        steady=steady,
+    )
     evidence = []
     for g in extremes(hit, lambda g: g.longest_share):
         evidence += [
@@ -147,36 +149,19 @@ def dominant_gap(f: Facts) -> Finding | None:
         _ev("gap_end", "gap end (trace timeline)", end, at(end), "docs/metrics/gaps.md"),
     ]
     top = max(g.longest_share for g in hit)
-    skip = at(max(g.steady_start_ns for g in hit)).replace(" ", "")
     return Finding(
         rule_id="dominant-gap",
         severity="critical" if top >= DOMINANT_CRITICAL_SHARE else "warning",
         seed_section="",
         cause_category="start-up before steady state" if warm else STALL_CATEGORY,
         impact_share=top,
-        title={
-            "en": "One gap dominates the capture" + (": the start-up" if warm else ""),
-            "zh": "单个间隙主导了本次采集" + ("：启动阶段" if warm else ""),
-        },
-        claim={
-            "en": f"One gap dominates: {where} {each} idle {length} in a single gap ({share} of the window), "
-            f"from {at(start)} to {at(end)} on the trace timeline — {what_en}.{steady_en}",
-            "zh": f"单个间隙占主导：{where} 在一个间隙中空闲 {length}（占时间窗的 {share}），"
-            f"位于时间线上 {at(start)} 至 {at(end)}，{what_zh}。{steady_zh}",
-        },
-        recommendation={
-            "en": f"Judge the run by its steady state (this report shows both; `--start {skip}` pins it) and capture steady state only "
-            "(`nsys profile --delay` or `--capture-range=cudaProfilerApi`); if the start-up is part of every job, find what the host "
-            "does before the first kernels (initialisation, data loading, compilation) and cache or overlap it."
+        title=say("dominant-gap.title.startup" if warm else "dominant-gap.title.stall"),
+        claim=claim,
+        recommendation=(
+            say("dominant-gap.recommendation.startup", skip=steady_start.replace(" ", ""))
             if warm
-            else "Open the trace in Nsight Systems at the gap's start and see what the GPU waited for (the host-side cause "
-            "section says what the feeding thread was doing).",
-            "zh": f"以稳态评判这次运行（本报告两者都给出；可用 `--start {skip}` 固定），并只采集稳态"
-            "（`nsys profile --delay` 或 `--capture-range=cudaProfilerApi`）；若每个作业都有这段启动，找出第一个内核之前主机在做什么"
-            "（初始化、数据加载、编译），缓存它或使其与计算重叠。"
-            if warm
-            else "在 Nsight Systems 中打开该间隙开始处，查看 GPU 在等待什么（主机侧原因一节给出了发射线程当时在做什么）。",
-        },
+            else say("dominant-gap.recommendation.stall")
+        ),
         evidence=tuple(evidence),
     )
 
@@ -210,19 +195,21 @@ def small_kernels(f: Facts) -> Finding | None:
     ]
     if not hit:
         return None
-    where = gpu_list(g.gpu for g in hit)
-    kernels = sum(g.kernel_count for g in hit)
-    med = span((g.median_kernel_ns or 0 for g in hit), duration)
-    gaps = span(g.gap_share for g in hit)
-    med_gap = span((g.median_gap_ns or 0 for g in hit), duration)
     queued = [g.causes.get("gpu_wait", 0.0) for g in hit if g.causes]
-    sm = [g for g in hit if g.sm_active_share is not None and g.gr_active_share is not None]
-    sm_en = sm_zh = ""
-    if sm:
-        sm_en = f" SM Active is {span(g.sm_active_share or 0.0 for g in sm)} while GR Active shows {span(g.gr_active_share or 0.0 for g in sm)}."
-        sm_zh = f"SM Active 仅 {span(g.sm_active_share or 0.0 for g in sm)}，而 GR Active 显示 {span(g.gr_active_share or 0.0 for g in sm)}。"
-    q_en = f"; {span(queued)} of it with the next kernel already queued" if queued else ""
-    q_zh = f"；其中 {span(queued)} 的时间下一个内核已在排队" if queued else ""
+    claim = say(
+        "small-kernels.claim",
+        run=say_n(
+            len(hit),
+            "small-kernels.run",
+            where=gpu_list(g.gpu for g in hit),
+            kernels=count(sum(g.kernel_count for g in hit)),
+        ),
+        median=span((g.median_kernel_ns or 0 for g in hit), duration),
+        gaps=span(g.gap_share for g in hit),
+        median_gap=span((g.median_gap_ns or 0 for g in hit), duration),
+        queued=say("small-kernels.queued", queued=span(queued)) if queued else nothing(),
+        sm=sm_active(hit),
+    )
     evidence = []
     for g in extremes(hit, lambda g: g.gap_share):
         evidence += [
@@ -255,21 +242,22 @@ def small_kernels(f: Facts) -> Finding | None:
         seed_section="4.4",
         cause_category="launch overhead of small kernels",
         impact_share=max(g.gap_share for g in hit),
-        title={
-            "en": "Kernels too small: launch overhead sets the pace",
-            "zh": "内核过小：发射开销决定了节奏",
-        },
-        claim={
-            "en": f"{where} {'runs' if len(hit) == 1 else 'run'} {count(kernels)} kernels with a median of {med}, and {gaps} of the window is the "
-            f"gaps between them (median gap {med_gap}{q_en}): per-kernel launch and scheduling overhead, not GPU work, sets the pace.{sm_en}",
-            "zh": f"{where} 运行了 {count(kernels)} 个内核，中位时长仅 {med}，时间窗内 {gaps} 是内核之间的间隙（间隙中位数 {med_gap}{q_zh}）："
-            f"决定节奏的是每个内核的发射与调度开销，而不是 GPU 计算。{sm_zh}",
-        },
-        recommendation={
-            "en": "Fuse the small kernels, give each launch more work (larger batches or grids), or capture the sequence once in a CUDA graph.",
-            "zh": "融合这些小内核，让每次发射承担更多工作（更大的批量或网格），或用 CUDA Graph 一次性捕获这段序列。",
-        },
+        title=say("small-kernels.title"),
+        claim=claim,
+        recommendation=say("small-kernels.recommendation"),
         evidence=tuple(evidence),
+    )
+
+
+def sm_active(gpus: Iterable[GpuFacts]) -> Text:
+    """ " SM Active is 3.0% while GR Active shows 70.0%." for the GPUs with both counters."""
+    sm = [g for g in gpus if g.sm_active_share is not None and g.gr_active_share is not None]
+    if not sm:
+        return nothing()
+    return say(
+        "sm-active",
+        sm=span(g.sm_active_share or 0.0 for g in sm),
+        gr=span(g.gr_active_share or 0.0 for g in sm),
     )
 
 
@@ -292,27 +280,20 @@ def gpu_side_gaps(f: Facts) -> Finding | None:
     ]
     if not hit:
         return None
-    where = gpu_list(g.gpu for g in hit)
-    gaps = span(g.gap_share for g in hit)
-    queued = span(_gpu_side(g) for g in hit)
     copies = [g.copy_gap_share or 0.0 for g in hit]
     by_copies = min(copies) >= COPY_GAP_SHARE
-    o_en, o_zh = against_others(f, hit)
-    s_en, s_zh = window_phrase(f, len(hit))
-    if by_copies:
-        why_en = f"memory copies run during {span(copies)} of that gap time: the kernels wait for their data transfers, which do not overlap compute"
-        why_zh = f"其中 {span(copies)} 的间隙时间有内存拷贝在进行：内核在等待数据传输，而传输没有与计算重叠"
-        rec = (
-            "Overlap transfers with compute: pinned host memory, cudaMemcpyAsync on a separate stream, double buffering; or keep the data on the GPU between kernels.",
-            "让传输与计算重叠：使用锁页内存、在独立的流上用 cudaMemcpyAsync、双缓冲；或在内核之间把数据保留在 GPU 上。",
-        )
-    else:
-        why_en = f"memory copies run during only {span(copies)} of it: the GPU waited on device-side dependencies (events, other streams, copies of another GPU)"
-        why_zh = f"其中只有 {span(copies)} 的时间有内存拷贝：GPU 在等待设备侧的依赖（事件、其他流、其他卡的拷贝）"
-        rec = (
-            "Open the trace at the longest gaps and follow the dependency the next kernel waits on (event waits, cross-stream or cross-GPU synchronization); reorder the streams so that independent work fills the wait.",
-            "在最长的间隙处打开追踪，找出下一个内核等待的依赖（事件等待、跨流或跨卡同步）；重新安排各流，让独立的工作填补等待。",
-        )
+    claim = say(
+        "gpu-side-gaps.claim",
+        gpus=say_n(len(hit), "gpus.are", where=gpu_list(g.gpu for g in hit)),
+        gaps=span(g.gap_share for g in hit),
+        window=window_phrase(f, len(hit)),
+        others=against_others(f, hit),
+        queued=span(_gpu_side(g) for g in hit),
+        why=say(
+            "gpu-side-gaps.why.copies" if by_copies else "gpu-side-gaps.why.dependencies",
+            copies=span(copies),
+        ),
+    )
     evidence = []
     for g in extremes(hit, lambda g: g.gap_share):
         evidence += [
@@ -338,15 +319,13 @@ def gpu_side_gaps(f: Facts) -> Finding | None:
         seed_section="4.4",
         cause_category="waits for data transfers" if by_copies else "device-side dependencies",
         impact_share=max(g.gap_share for g in hit),
-        title={
-            "en": "GPUs idle with work already queued",
-            "zh": "工作已排队，GPU 却在空闲",
-        },
-        claim={
-            "en": f"{where} {'is' if len(hit) == 1 else 'are'} idle {gaps}{s_en}{o_en}, with the next kernel already queued for {queued} of that gap time; {why_en}.",
-            "zh": f"{where} 在{s_zh}空闲 {gaps}{o_zh}，其中 {queued} 的间隙时间下一个内核已在排队；{why_zh}。",
-        },
-        recommendation={"en": rec[0], "zh": rec[1]},
+        title=say("gpu-side-gaps.title"),
+        claim=claim,
+        recommendation=say(
+            "gpu-side-gaps.recommendation.copies"
+            if by_copies
+            else "gpu-side-gaps.recommendation.dependencies"
+        ),
         evidence=tuple(evidence),
     )
 
@@ -363,9 +342,6 @@ def sm_idle_while_busy(f: Facts) -> Finding | None:
     ]
     if not hit:
         return None
-    where = gpu_list(g.gpu for g in hit)
-    gr = span(g.gr_active_share or 0.0 for g in hit)
-    sm = span(g.sm_active_share or 0.0 for g in hit)
     evidence = []
     for g in extremes(hit, lambda g: g.sm_active_share or 0.0):
         evidence += [
@@ -390,18 +366,13 @@ def sm_idle_while_busy(f: Facts) -> Finding | None:
         seed_section="4.4",
         cause_category="utilization overstates work",
         impact_share=max((g.gr_active_share or 0) - (g.sm_active_share or 0) for g in hit),
-        title={
-            "en": "The dashboard says busy, the SMs are nearly idle",
-            "zh": "面板显示忙碌，SM 却几乎空闲",
-        },
-        claim={
-            "en": f"{where}: GR Active (what a dashboard shows) is {gr} while SM Active is {sm} — the GPU counts as busy whenever any work is "
-            "resident, but almost none of its SMs are working.",
-            "zh": f"{where}：GR Active（监控面板显示的数值）为 {gr}，而 SM Active 仅 {sm}——只要有任何工作驻留，GPU 就被计为忙碌，但几乎没有 SM 在工作。",
-        },
-        recommendation={
-            "en": "Give each kernel enough blocks to fill the SMs (larger batches, fused kernels), and watch SM Active, not utilization.",
-            "zh": "让每个内核有足够的线程块填满 SM（更大的批量、融合内核），并关注 SM Active 而不是利用率。",
-        },
+        title=say("sm-idle-while-busy.title"),
+        claim=say(
+            "sm-idle-while-busy.claim",
+            where=gpu_list(g.gpu for g in hit),
+            gr=span(g.gr_active_share or 0.0 for g in hit),
+            sm=span(g.sm_active_share or 0.0 for g in hit),
+        ),
+        recommendation=say("sm-idle-while-busy.recommendation"),
         evidence=tuple(evidence),
     )

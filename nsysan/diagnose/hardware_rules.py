@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from nsysan.diagnose.facts import Facts
 from nsysan.diagnose.findings import EvidenceItem, Finding
+from nsysan.diagnose.wording import nothing, say
 from nsysan.report.fmt import percent
 
 # memory bandwidth (seed 4.4)
@@ -37,15 +38,9 @@ def memory_bound(f: Facts) -> Finding | None:
         seed_section="4.4",
         cause_category="memory bandwidth",
         impact_share=f.memory_bound_share,
-        title={"en": "Most GPU time is memory-bound", "zh": "大部分 GPU 时间受显存带宽限制"},
-        claim={
-            "en": f"{percent(f.memory_bound_share)} of kernel time is in memory-bound kernels (Nsight Compute speed-of-light); high utilization here does not mean compute is used.",
-            "zh": f"{percent(f.memory_bound_share)} 的内核时间属于带宽受限内核（Nsight Compute SOL）；此时的高利用率并不代表算力被用满。",
-        },
-        recommendation={
-            "en": "Fuse memory-bound kernels, use lower-precision KV cache / weights, and batch more requests to raise arithmetic intensity.",
-            "zh": "融合带宽受限的内核，使用更低精度的 KV cache/权重，增大批量以提高计算强度。",
-        },
+        title=say("memory-bound.title"),
+        claim=say("memory-bound.claim", share=percent(f.memory_bound_share)),
+        recommendation=say("memory-bound.recommendation"),
         evidence=(
             _pct(
                 "memory_bound_share",
@@ -71,25 +66,31 @@ def clock_throttling(f: Facts) -> Finding | None:
         for lab, share, low in zip(f.gpu_labels, f.clock_drop_share, f.clock_min_mhz, strict=False)
         if share >= CLOCK_DROP_BUSY_SHARE
     ]
-    names = ", ".join(lab for lab, _, _ in hit)
     lowest = min((low for _, _, low in hit if low is not None), default=None)
-    low_text = f" down to {lowest:.0f} MHz" if lowest is not None else ""
-    ref = f" from {f.clock_reference_mhz:.0f} MHz" if f.clock_reference_mhz else ""
+    reference = (
+        say("clock-throttling.reference", mhz=f"{f.clock_reference_mhz:.0f}")
+        if f.clock_reference_mhz
+        else nothing()
+    )
+    drop = (
+        say("clock-throttling.drop", reference=reference, mhz=f"{lowest:.0f}")
+        if lowest is not None
+        else say("clock-throttling.drop-unknown", reference=reference)
+    )
     return Finding(
         rule_id="clock-throttling",
         severity="warning",
         seed_section="4.4",
         cause_category="power / thermal",
         impact_share=max(f.clock_drop_share),
-        title={"en": "GPU clocks drop while busy", "zh": "GPU 在忙碌时降频"},
-        claim={
-            "en": f"{names}: the GPC clock falls{ref}{low_text} for up to {percent(max(f.clock_drop_share))} of busy time — power or thermal throttling slows these GPUs and everyone waiting for them.",
-            "zh": f"{names}：GPC 时钟{('从 ' + f'{f.clock_reference_mhz:.0f} MHz') if f.clock_reference_mhz else ''}降至{f'{lowest:.0f} MHz' if lowest is not None else '更低'}，最多占忙碌时间的 {percent(max(f.clock_drop_share))}——功耗或温度降频拖慢了这些卡以及等待它们的卡。",
-        },
-        recommendation={
-            "en": "Check power limits, cooling and neighbouring load (`nvidia-smi -q -d PERFORMANCE` shows the throttle reasons).",
-            "zh": "检查功耗上限、散热和相邻负载（`nvidia-smi -q -d PERFORMANCE` 可显示降频原因）。",
-        },
+        title=say("clock-throttling.title"),
+        claim=say(
+            "clock-throttling.claim",
+            gpus=", ".join(lab for lab, _, _ in hit),
+            drop=drop,
+            share=percent(max(f.clock_drop_share)),
+        ),
+        recommendation=say("clock-throttling.recommendation"),
         evidence=tuple(
             _pct(
                 "clock_drop_share",

@@ -15,6 +15,7 @@ from __future__ import annotations
 from nsysan.diagnose.facts import Facts
 from nsysan.diagnose.findings import EvidenceItem, Finding
 from nsysan.diagnose.gpu_rules import at
+from nsysan.diagnose.wording import nothing, say
 from nsysan.report.fmt import count, duration, percent, ratio
 
 # communication (seed 4.4)
@@ -44,28 +45,24 @@ def comm_bound(f: Facts) -> Finding | None:
     transfer = f.nccl_share * (1.0 - (f.nccl_wait_share or 0.0))
     if transfer < NCCL_SHARE_HIGH:
         return None
-    coll = f" (mostly {f.top_collective})" if f.top_collective else ""
-    coll_zh = f"（主要是 {f.top_collective}）" if f.top_collective else ""
     return Finding(
         rule_id="comm-bound",
         severity="warning",
         seed_section="4.4",
         cause_category="interconnect bandwidth (NVLink/PCIe)",
         impact_share=transfer,
-        title={
-            "en": "Communication takes a large share of GPU time",
-            "zh": "通信占用了大量 GPU 时间",
-        },
-        claim={
-            "en": f"NCCL kernels take {percent(f.nccl_share)} of busy GPU time{coll}; "
-            f"{percent(transfer)} is communication itself, not waiting for late GPUs.",
-            "zh": f"NCCL 内核占 GPU 忙碌时间的 {percent(f.nccl_share)}{coll_zh}；"
-            f"其中 {percent(transfer)} 是通信本身，而不是等待迟到的卡。",
-        },
-        recommendation={
-            "en": "Keep tensor-parallel groups inside one NVLink/NVSwitch domain, overlap communication with compute, or lower the TP degree for long sequences.",
-            "zh": "把张量并行组限制在同一个 NVLink/NVSwitch 域内，让通信与计算重叠，或在长序列时降低 TP 度。",
-        },
+        title=say("comm-bound.title"),
+        claim=say(
+            "comm-bound.claim",
+            nccl=percent(f.nccl_share),
+            collective=(
+                say("comm-bound.collective", collective=f.top_collective)
+                if f.top_collective
+                else nothing()
+            ),
+            transfer=percent(transfer),
+        ),
+        recommendation=say("comm-bound.recommendation"),
         evidence=(
             _pct("nccl_share", "NCCL share of busy time", f.nccl_share, "docs/metrics/nccl.md"),
             _pct(
@@ -89,18 +86,13 @@ def collective_skew(f: Facts) -> Finding | None:
         seed_section="4.4",
         cause_category="arrival skew at collectives",
         impact_share=f.nccl_share * f.nccl_wait_share,
-        title={
-            "en": "GPUs wait for each other inside collectives",
-            "zh": "各卡在集合通信中互相等待",
-        },
-        claim={
-            "en": f"{percent(f.nccl_wait_share)} of NCCL time is early arrivers waiting for the last GPU (median start skew {duration(f.nccl_skew_median_ns)}); the wait is a symptom of imbalance before the collective.",
-            "zh": f"NCCL 时间中有 {percent(f.nccl_wait_share)} 是先到的卡在等待最后一张卡（启动偏差中位数 {duration(f.nccl_skew_median_ns)}）；这种等待是集合通信之前负载不均的表现。",
-        },
-        recommendation={
-            "en": "Fix the imbalance before the collective (see the other findings); the late GPU is listed per instance in the JSON output.",
-            "zh": "修正集合通信之前的负载不均（见其他发现）；JSON 输出中列出了每次通信最晚到达的卡。",
-        },
+        title=say("collective-skew.title"),
+        claim=say(
+            "collective-skew.claim",
+            wait=percent(f.nccl_wait_share),
+            skew=duration(f.nccl_skew_median_ns),
+        ),
+        recommendation=say("collective-skew.recommendation"),
         evidence=(
             _pct(
                 "nccl_wait_share",
@@ -122,15 +114,10 @@ def nccl_outlier(f: Facts) -> Finding | None:
     if not hit:
         return None
     o = hit[0]
-    more_en = (
-        f" ({len(hit) - 1} more over {NCCL_OUTLIER_OVER_MEDIAN:.0f}× in the communication section)"
+    more = (
+        say("nccl-outlier.more", more=len(hit) - 1, threshold=f"{NCCL_OUTLIER_OVER_MEDIAN:.0f}")
         if len(hit) > 1
-        else ""
-    )
-    more_zh = (
-        f"（通信一节另有 {len(hit) - 1} 个超过 {NCCL_OUTLIER_OVER_MEDIAN:.0f}×）"
-        if len(hit) > 1
-        else ""
+        else nothing()
     )
     return Finding(
         rule_id="nccl-outlier",
@@ -138,22 +125,19 @@ def nccl_outlier(f: Facts) -> Finding | None:
         seed_section="4.4",
         cause_category="one slow collective",
         impact_share=0.0,
-        title={
-            "en": "One collective takes far longer than the others",
-            "zh": "某次集合通信远慢于其他",
-        },
-        claim={
-            "en": f"One {o.collective} on GPU {o.gpu} takes {duration(o.duration_ns)} against a {duration(o.median_ns)} median "
-            f"({ratio(o.over_median, 0)} over {count(o.count)} instances), starting at {at(o.start_ns)} on the trace timeline{more_en}: "
-            "the GPUs waiting on it stall for that long.",
-            "zh": f"GPU {o.gpu} 上的一次 {o.collective} 耗时 {duration(o.duration_ns)}，而中位数仅 {duration(o.median_ns)}"
-            f"（{count(o.count)} 次中的 {ratio(o.over_median, 0)}），开始于时间线上 {at(o.start_ns)}{more_zh}：等待它的卡会停顿同样长的时间。",
-        },
-        recommendation={
-            "en": "Open the trace at that time: a late peer, a first-call setup (communicator init, buffer registration) or a contended link; "
-            "warm the communicator up before timing, and check the peer GPU's timeline just before.",
-            "zh": "在该时刻打开追踪：可能是对端迟到、首次调用的初始化（通信器创建、缓冲区注册）或链路争用；计时前先预热通信器，并查看对端卡在此之前的时间线。",
-        },
+        title=say("nccl-outlier.title"),
+        claim=say(
+            "nccl-outlier.claim",
+            collective=o.collective,
+            gpu=o.gpu,
+            duration=duration(o.duration_ns),
+            median=duration(o.median_ns),
+            over=ratio(o.over_median, 0),
+            count=count(o.count),
+            start=at(o.start_ns),
+            more=more,
+        ),
+        recommendation=say("nccl-outlier.recommendation"),
         evidence=(
             _ev(
                 "nccl_longest",

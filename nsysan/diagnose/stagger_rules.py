@@ -19,6 +19,7 @@ from statistics import mean
 from nsysan.diagnose.facts import Facts
 from nsysan.diagnose.findings import EvidenceItem, Finding
 from nsysan.diagnose.gpu_rules import span
+from nsysan.diagnose.wording import Text, join, nothing, say
 from nsysan.report.fmt import percent, ratio
 
 # false-balance / host-bound (seed 4.5, 4.4 CPU-side scheduling)
@@ -41,6 +42,25 @@ def _pct(metric: str, label: str, value: float | None, source: str) -> EvidenceI
     return _ev(metric, label, value, percent(value), source)
 
 
+def _host_cause(f: Facts, host: float) -> Text:
+    """ ", and 80.0% of gap time has a measured host-side cause (GIL-signature waits ...) — ..."."""
+    details = []
+    if f.gil_share:
+        details.append(say("false-balance.gil", share=percent(f.gil_share)))
+    if f.top_nvtx:
+        ranges = ", ".join(f"{t} {percent(sh)}" for t, sh in f.top_nvtx[:2])
+        details.append(say("false-balance.nvtx", ranges=ranges))
+    return say(
+        "false-balance.host",
+        share=percent(host),
+        details=(
+            say("false-balance.details", details=join("sep.clause", details))
+            if details
+            else nothing()
+        ),
+    )
+
+
 def false_balance(f: Facts) -> Finding | None:
     """Dashboard balanced and busy-looking on every GPU, timeline full of unaligned gaps."""
     if f.gpu_count < 2 or not f.gap_share or not f.dashboard_share:
@@ -53,37 +73,23 @@ def false_balance(f: Facts) -> Finding | None:
         return None
     shown = [g for g in f.gr_active_share if g is not None]
     dash = tuple(shown) if len(shown) == f.gpu_count else f.dashboard_share
-    dash_name = (
-        "GR Active from GPU metrics" if len(shown) == f.gpu_count else "NVML-style utilization"
-    )
-    dash_name_zh = "GPU 指标中的 GR Active" if len(shown) == f.gpu_count else "NVML 口径利用率"
+    measure = say("false-balance.gr-active" if len(shown) == f.gpu_count else "false-balance.nvml")
+    dash_name = measure["en"]  # evidence labels are English (nsysan.report.catalog translates)
     # Only measured host-side causes name the CPU; unattributed time does not.
     host = f.measured_host_share if f.measured_host_share is not None else None
-    host_text_en = ""
-    host_text_zh = ""
-    if host is not None and host >= HOST_SIDE_SHARE:
-        detail_en, detail_zh = [], []
-        if f.gil_share:
-            detail_en.append(f"GIL-signature waits {percent(f.gil_share)}")
-            detail_zh.append(f"GIL 特征等待 {percent(f.gil_share)}")
-        if f.top_nvtx:
-            ranges = ", ".join(f"{t} {percent(sh)}" for t, sh in f.top_nvtx[:2])
-            detail_en.append(f"inside NVTX ranges, overlapping the waits: {ranges}")
-            detail_zh.append(f"位于 NVTX 区间内（与上述等待重叠）：{ranges}")
-        extra_en = f" ({'; '.join(detail_en)})" if detail_en else ""
-        extra_zh = f"（{'；'.join(detail_zh)}）" if detail_zh else ""
-        host_text_en = f", and {percent(host)} of gap time has a measured host-side cause{extra_en} — throughput is limited by the CPU, not the GPUs"
-        host_text_zh = f"，且 {percent(host)} 的间隙时间有实测的主机侧原因{extra_zh}——吞吐受限于 CPU，而不是 GPU"
-    n = f.gpu_count
-    claim_en = (
-        f"False balance: all {n} GPUs look {span(dash)} busy on the dashboard ({dash_name}), "
-        f"but {span(f.gap_share)} of each GPU's time is gaps, {f.stagger_verdict} across GPUs"
-        f"{host_text_en}."
-    )
-    claim_zh = (
-        f"假均衡：监控面板上 {n} 张卡的利用率都显示为 {span(dash)}（{dash_name_zh}），"
-        f"但每张卡有 {span(f.gap_share)} 的时间是计算间隙，且各卡间隙{'错开' if f.stagger_verdict == 'staggered' else '互不相关'}"
-        f"{host_text_zh}。"
+    cpu_bound = host is not None and host >= HOST_SIDE_SHARE
+    claim = say(
+        "false-balance.claim",
+        n=f.gpu_count,
+        dashboard=span(dash),
+        measure=measure,
+        gaps=span(f.gap_share),
+        verdict=say(
+            "false-balance.staggered"
+            if f.stagger_verdict == "staggered"
+            else "false-balance.independent"
+        ),
+        host=_host_cause(f, host) if cpu_bound else nothing(),
     )
     evidence = [
         _pct("gap_share", f"gap share, {lab}", g, "docs/metrics/gaps.md")
@@ -131,30 +137,19 @@ def false_balance(f: Facts) -> Finding | None:
         evidence.append(
             _pct("nvtx", f"NVTX range covering gaps: {text}", share, "docs/metrics/host.md")
         )
-    cpu_bound = host is not None and host >= HOST_SIDE_SHARE
     return Finding(
         rule_id="false-balance",
         severity="critical",
         seed_section="4.5",
         cause_category="CPU-side scheduling" if cpu_bound else "unaligned per-GPU stalls",
         impact_share=mean(f.gap_share),
-        title={
-            "en": "False balance: busy-looking GPUs with staggered gaps",
-            "zh": "假均衡：利用率看似均衡，时间线上间隙错开",
-        },
-        claim={"en": claim_en, "zh": claim_zh},
-        recommendation={
-            "en": "Move tokenization and sampling off the Python GIL (a C++/Rust tokenizer, separate "
-            "processes with enough CPU cores per GPU), overlap host preparation of the next batch "
-            "with GPU work, and verify with a new trace that gap share falls (the case study: 35% → 8%)."
+        title=say("false-balance.title"),
+        claim=claim,
+        recommendation=say(
+            "false-balance.recommendation.cpu"
             if cpu_bound
-            else "Look at what each process does between kernels (host-side cause section); the gaps are "
-            "per-process stalls, not a shared barrier.",
-            "zh": "把 tokenizer 与采样逻辑移出 Python GIL（改用 C++/Rust 实现，或用独立进程并为每张卡分配足够的 CPU 核），"
-            "让下一批数据的主机侧准备与 GPU 计算重叠，并重新抓取时间线确认间隙占比下降（案例中 35% → 8%）。"
-            if cpu_bound
-            else "查看每个进程在内核之间做了什么（主机侧原因一节）；这些间隙是各进程各自的停顿，而不是共同的屏障。",
-        },
+            else "false-balance.recommendation.stalls"
+        ),
         evidence=tuple(evidence),
     )
 
@@ -171,15 +166,15 @@ def aligned_gaps(f: Facts) -> Finding | None:
         seed_section="4.4",
         cause_category="common stall (barrier, collective, shared loader)",
         impact_share=f.all_idle_share or 0.0,
-        title={"en": "All GPUs idle at the same time", "zh": "所有 GPU 同时空闲"},
-        claim={
-            "en": f"Gaps are aligned across the {f.gpu_count} GPUs: all of them are idle together {percent(f.all_idle_share)} of the common {'steady-state ' if f.warmup_detected else ''}window (stagger score {f.stagger_score:+.2f}), which points to a shared cause such as a barrier, a collective or a shared data loader.",
-            "zh": f"{f.gpu_count} 张卡的间隙是对齐的：在共同{'稳态' if f.warmup_detected else ''}时间窗内有 {percent(f.all_idle_share)} 的时间所有卡同时空闲（错开分数 {f.stagger_score:+.2f}），说明存在共同原因，如屏障、集合通信或共享的数据加载。",
-        },
-        recommendation={
-            "en": "Find what every rank waits for at the same time (host-side cause section, NVTX ranges): data loading, checkpointing, a barrier; overlap it with compute.",
-            "zh": "找出所有进程同时在等待什么（主机侧原因、NVTX 区间）：数据加载、检查点、屏障；使其与计算重叠。",
-        },
+        title=say("aligned-gaps.title"),
+        claim=say(
+            "aligned-gaps.claim",
+            n=f.gpu_count,
+            share=percent(f.all_idle_share),
+            steady=say("aligned-gaps.steady") if f.warmup_detected else nothing(),
+            score=f"{f.stagger_score:+.2f}",
+        ),
+        recommendation=say("aligned-gaps.recommendation"),
         evidence=(
             _pct(
                 "all_idle_share",

@@ -14,6 +14,7 @@ from nsysan.diagnose.facts import Facts
 from nsysan.diagnose.findings import EvidenceItem, Finding
 from nsysan.diagnose.gpu_facts import GpuFacts
 from nsysan.diagnose.gpu_rules import gpu_list
+from nsysan.diagnose.wording import nothing, say, say_n
 from nsysan.report.fmt import duration, percent, ratio
 
 TRANSFER_SHARE_HIGH = 0.20  # transfers this share of a GPU's window: named
@@ -39,19 +40,22 @@ def transfer_heavy(f: Facts) -> Finding | None:
     hit = [g for g in f.per_gpu if _heavy(g)]
     if not hit:
         return None
-    where = gpu_list(g.gpu for g in hit)
-    shares = _span([g.transfer_share or 0.0 for g in hit])
-    exposed = _span([g.transfer_exposed_share or 0.0 for g in hit])
-    outlast = [g for g in hit if g.transfer_ns > g.busy_ns]
-    verb = "spends" if len(hit) == 1 else "spend"
-    more_en = more_zh = ""
-    if outlast:
-        times = [g.transfer_ns / g.busy_ns for g in outlast if g.busy_ns > 0]
-        if times:
-            lo, hi = ratio(min(times)), ratio(max(times))
-            t = lo if lo == hi else f"{lo}–{hi}"
-            more_en = f"; their transfer time is {t} their kernel time"
-            more_zh = f"；传输时间是内核时间的 {t}"
+    outlast = nothing()
+    times = [g.transfer_ns / g.busy_ns for g in hit if g.transfer_ns > g.busy_ns > 0]
+    if times:
+        lo, hi = ratio(min(times)), ratio(max(times))
+        outlast = say("transfer-heavy.outlast", times=lo if lo == hi else f"{lo}–{hi}")
+    claim = say(
+        "transfer-heavy.claim",
+        spend=say_n(
+            len(hit),
+            "transfer-heavy.spend",
+            where=gpu_list(g.gpu for g in hit),
+            shares=_span([g.transfer_share or 0.0 for g in hit]),
+        ),
+        exposed=_span([g.transfer_exposed_share or 0.0 for g in hit]),
+        outlast=outlast,
+    )
     evidence = []
     for g in hit:
         evidence += [
@@ -83,19 +87,8 @@ def transfer_heavy(f: Facts) -> Finding | None:
         seed_section="4.4",
         cause_category="memory transfers",
         impact_share=max(g.transfer_exposed_share or 0.0 for g in hit),
-        title={"en": "GPUs busy moving data", "zh": "GPU 忙于搬运数据"},
-        claim={
-            "en": f"{where} {verb} {shares} of {'its' if len(hit) == 1 else 'their'} window in "
-            f"memory copies and memsets, {exposed} with no kernel running{more_en}.",
-            "zh": f"{where} 的时间窗中有 {shares} 在做内存拷贝与 memset，其中 {exposed} 没有内核在运行{more_zh}。",
-        },
-        recommendation={
-            "en": "See the transfer table (direction and bytes): keep data resident on the GPU "
-            "between steps, batch small copies, use pinned host memory and cudaMemcpyAsync on a "
-            "separate stream so copies overlap kernels; for peer copies, check the topology "
-            "(PCIe vs NVLink) the GPUs share.",
-            "zh": "查看传输表（方向与字节数）：让数据在各步之间常驻 GPU，合并小拷贝，使用锁页内存并在独立的流上"
-            "用 cudaMemcpyAsync，让拷贝与内核重叠；对卡间拷贝，检查 GPU 之间的拓扑（PCIe 还是 NVLink）。",
-        },
+        title=say("transfer-heavy.title"),
+        claim=claim,
+        recommendation=say("transfer-heavy.recommendation"),
         evidence=tuple(evidence),
     )
