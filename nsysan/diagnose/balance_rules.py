@@ -18,7 +18,7 @@ import re
 from statistics import mean
 
 from nsysan.diagnose.facts import Facts
-from nsysan.diagnose.findings import EvidenceItem, Finding
+from nsysan.diagnose.findings import Finding, number_evidence, share_evidence
 from nsysan.diagnose.gpu_rules import span
 from nsysan.diagnose.wording import join, say
 from nsysan.report.fmt import percent, ratio
@@ -44,17 +44,6 @@ DRIFT_SPREAD_HIGH = 0.30  # busy-share spread between GPUs in the worst drift wi
 # another's (difference of the fitted trends). Window-to-window noise on short
 # captures stays well below it.
 DRIFT_TREND_SPREAD = 0.50
-
-
-def _ev(
-    metric: str, label: str, value: float | int | str | None, display: str, source: str
-) -> EvidenceItem:
-    return EvidenceItem(metric=metric, label=label, value=value, display=display, source=source)
-
-
-def _pct(metric: str, label: str, value: float | None, source: str) -> EvidenceItem:
-    """Evidence that is a share, shown as a percentage."""
-    return _ev(metric, label, value, percent(value), source)
 
 
 def _ranks(values: tuple[float, ...]) -> list[float]:
@@ -121,21 +110,23 @@ def compute_skew(f: Facts) -> Finding | None:
             "moe-hot-expert.recommendation" if expert else "static-split-skew.recommendation"
         ),
         evidence=(
-            _ev(
+            number_evidence(
                 "compute_max_over_mean",
                 "compute time, max / mean",
                 skew,
                 ratio(skew),
                 "docs/metrics/balance.md",
             ),
-            _pct(
+            share_evidence(
                 "compute_efficiency",
                 "load-balance efficiency (mean / max)",
                 f.compute_efficiency,
                 "docs/metrics/balance.md",
             ),
             *(
-                _pct("kernel_diff", f"share of the difference: {n}", s, "docs/metrics/balance.md")
+                share_evidence(
+                    "kernel_diff", f"share of the difference: {n}", s, "docs/metrics/balance.md"
+                )
                 for n, s in f.top_diff_kernels[:3]
             ),
         ),
@@ -176,14 +167,14 @@ def pipeline_bubble(f: Facts) -> Finding | None:
         ),
         recommendation=say("pipeline-bubble.recommendation"),
         evidence=(
-            _pct(
+            share_evidence(
                 "bubble_share",
                 "bubble share of iteration time",
                 f.bubble_share,
                 "docs/metrics/balance.md",
             ),
             *(
-                _pct("fill_share", f"fill share, {lab}", v, "docs/metrics/balance.md")
+                share_evidence("fill_share", f"fill share, {lab}", v, "docs/metrics/balance.md")
                 for lab, v in zip(f.gpu_labels, f.fill_share_per_gpu, strict=False)
             ),
         ),
@@ -214,20 +205,20 @@ def load_drift(f: Facts) -> Finding | None:
         ),
         recommendation=say("dp-long-tail.recommendation"),
         evidence=(
-            _pct(
+            share_evidence(
                 "drift_spread_max",
                 "busy-share spread, worst window",
                 f.drift_spread_max,
                 "docs/metrics/balance.md",
             ),
-            _pct(
+            share_evidence(
                 "drift_spread_min",
                 "busy-share spread, best window",
                 f.drift_spread_min,
                 "docs/metrics/balance.md",
             ),
             *(
-                _ev(
+                number_evidence(
                     "busy_trend",
                     f"busy-share trend over the capture, {lab}",
                     t,

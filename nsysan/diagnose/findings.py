@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from nsysan.report.fmt import percent
+
 if TYPE_CHECKING:
     from nsysan.diagnose.facts import Facts
 
@@ -70,3 +72,15 @@ class Diagnosis:
     myths: tuple[MythCheck, ...]
     # What the rules read; the report's sections show the same numbers.
     facts: Facts | None = field(default=None, compare=False, repr=False)
+
+
+def number_evidence(
+    metric: str, label: str, value: float | int | str | None, display: str, source: str
+) -> EvidenceItem:
+    """One number of a finding's evidence, with the docs page that defines it."""
+    return EvidenceItem(metric=metric, label=label, value=value, display=display, source=source)
+
+
+def share_evidence(metric: str, label: str, value: float | None, source: str) -> EvidenceItem:
+    """Evidence that is a share, shown as a percentage."""
+    return number_evidence(metric, label, value, percent(value), source)

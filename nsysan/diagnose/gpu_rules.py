@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from nsysan.diagnose.facts import Facts
-from nsysan.diagnose.findings import EvidenceItem, Finding
+from nsysan.diagnose.findings import EvidenceItem, Finding, number_evidence
 from nsysan.diagnose.gpu_facts import GpuFacts
 from nsysan.diagnose.wording import Text, nothing, say, say_n
 from nsysan.report.fmt import count, duration, percent
@@ -43,15 +43,9 @@ def at(ns: int | None) -> str:
     return duration(ns, 4)
 
 
-def _ev(
-    metric: str, label: str, value: float | int | None, display: str, source: str
-) -> EvidenceItem:
-    return EvidenceItem(metric=metric, label=label, value=value, display=display, source=source)
-
-
 def gap_share_evidence(g: GpuFacts) -> EvidenceItem:
     """``g``'s gap share as evidence."""
-    return _ev(
+    return number_evidence(
         "gap_share",
         f"gap share, {g.label}",
         g.gap_share,
@@ -119,14 +113,14 @@ def dominant_gap(f: Facts) -> Finding | None:
     evidence = []
     for g in extremes(hit, lambda g: g.longest_share):
         evidence += [
-            _ev(
+            number_evidence(
                 "longest_gap",
                 f"longest gap, {g.label}",
                 g.longest_ns,
                 duration(g.longest_ns),
                 "docs/metrics/gaps.md",
             ),
-            _ev(
+            number_evidence(
                 "longest_gap_share",
                 f"longest gap share of the window, {g.label}",
                 g.longest_share,
@@ -136,7 +130,7 @@ def dominant_gap(f: Facts) -> Finding | None:
         ]
         if warm:
             evidence.append(
-                _ev(
+                number_evidence(
                     "steady_gap_share",
                     f"steady-state gap share, {g.label}",
                     g.gap_share,
@@ -145,8 +139,12 @@ def dominant_gap(f: Facts) -> Finding | None:
                 )
             )
     evidence += [
-        _ev("gap_start", "gap start (trace timeline)", start, at(start), "docs/metrics/gaps.md"),
-        _ev("gap_end", "gap end (trace timeline)", end, at(end), "docs/metrics/gaps.md"),
+        number_evidence(
+            "gap_start", "gap start (trace timeline)", start, at(start), "docs/metrics/gaps.md"
+        ),
+        number_evidence(
+            "gap_end", "gap end (trace timeline)", end, at(end), "docs/metrics/gaps.md"
+        ),
     ]
     top = max(g.longest_share for g in hit)
     return Finding(
@@ -213,21 +211,21 @@ def small_kernels(f: Facts) -> Finding | None:
     evidence = []
     for g in extremes(hit, lambda g: g.gap_share):
         evidence += [
-            _ev(
+            number_evidence(
                 "kernel_count",
                 f"kernels, {g.label}",
                 g.kernel_count,
                 count(g.kernel_count),
                 "docs/metrics/gaps.md",
             ),
-            _ev(
+            number_evidence(
                 "median_kernel",
                 f"median kernel duration, {g.label}",
                 g.median_kernel_ns,
                 duration(g.median_kernel_ns),
                 "docs/metrics/gaps.md",
             ),
-            _ev(
+            number_evidence(
                 "median_gap",
                 f"median gap, {g.label}",
                 g.median_gap_ns,
@@ -298,14 +296,14 @@ def gpu_side_gaps(f: Facts) -> Finding | None:
     for g in extremes(hit, lambda g: g.gap_share):
         evidence += [
             gap_share_evidence(g),
-            _ev(
+            number_evidence(
                 "gpu_wait_share",
                 f"GPU-side wait or transfer, share of gap time, {g.label}",
                 _gpu_side(g),
                 percent(_gpu_side(g)),
                 "docs/metrics/host.md",
             ),
-            _ev(
+            number_evidence(
                 "copy_gap_share",
                 f"gap time with a memory copy running, {g.label}",
                 g.copy_gap_share,
@@ -345,14 +343,14 @@ def sm_idle_while_busy(f: Facts) -> Finding | None:
     evidence = []
     for g in extremes(hit, lambda g: g.sm_active_share or 0.0):
         evidence += [
-            _ev(
+            number_evidence(
                 "gr_active",
                 f"GR Active, {g.label}",
                 g.gr_active_share,
                 percent(g.gr_active_share),
                 "docs/metrics/dashboard.md",
             ),
-            _ev(
+            number_evidence(
                 "sm_active",
                 f"SM Active, {g.label}",
                 g.sm_active_share,

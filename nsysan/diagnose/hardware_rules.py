@@ -12,7 +12,7 @@ Thresholds are named constants, documented in docs/findings.md.
 from __future__ import annotations
 
 from nsysan.diagnose.facts import Facts
-from nsysan.diagnose.findings import EvidenceItem, Finding
+from nsysan.diagnose.findings import Finding, share_evidence
 from nsysan.diagnose.wording import nothing, say
 from nsysan.report.fmt import percent
 
@@ -20,13 +20,6 @@ from nsysan.report.fmt import percent
 MEMORY_BOUND_SHARE_HIGH = 0.50
 # power / thermal (seed 4.4)
 CLOCK_DROP_BUSY_SHARE = 0.10
-
-
-def _pct(metric: str, label: str, value: float | None, source: str) -> EvidenceItem:
-    """Evidence that is a share, shown as a percentage."""
-    return EvidenceItem(
-        metric=metric, label=label, value=value, display=percent(value), source=source
-    )
 
 
 def memory_bound(f: Facts) -> Finding | None:
@@ -42,13 +35,13 @@ def memory_bound(f: Facts) -> Finding | None:
         claim=say("memory-bound.claim", share=percent(f.memory_bound_share)),
         recommendation=say("memory-bound.recommendation"),
         evidence=(
-            _pct(
+            share_evidence(
                 "memory_bound_share",
                 "memory-bound share of kernel time",
                 f.memory_bound_share,
                 "docs/metrics/bound.md",
             ),
-            _pct(
+            share_evidence(
                 "unjoined_share",
                 "kernel time without Nsight Compute data",
                 f.unjoined_share,
@@ -92,7 +85,7 @@ def clock_throttling(f: Facts) -> Finding | None:
         ),
         recommendation=say("clock-throttling.recommendation"),
         evidence=tuple(
-            _pct(
+            share_evidence(
                 "clock_drop_share",
                 f"busy time with clock drop, {lab}",
                 share,

@@ -14,7 +14,7 @@ named constants, documented in docs/findings.md.
 from __future__ import annotations
 
 from nsysan.diagnose.facts import Facts
-from nsysan.diagnose.findings import EvidenceItem, Finding
+from nsysan.diagnose.findings import Finding, number_evidence
 from nsysan.diagnose.gpu_facts import MEASURED_HOST_CAUSES
 from nsysan.diagnose.gpu_rules import (
     against_others,
@@ -31,12 +31,6 @@ from nsysan.report.fmt import percent
 MEASURED_CAUSE_SHARE = 0.50  # measured host-side causes: the host is named as the cause
 UNATTRIBUTED_SHARE = 0.50  # unattributed gap time: the trace cannot say why
 CAPTURE_HINT = "nsys profile -t cuda,nvtx,osrt --sample=cpu --cpuctxsw=process-tree"
-
-
-def _ev(
-    metric: str, label: str, value: float | int | None, display: str, source: str
-) -> EvidenceItem:
-    return EvidenceItem(metric=metric, label=label, value=value, display=display, source=source)
 
 
 # What a missing cause needs (nsysan.analyze.host_causes' cause ids), as a wording key.
@@ -81,7 +75,7 @@ def host_bound_gaps(f: Facts) -> Finding | None:
     evidence = []
     for g in extremes(hit, lambda g: g.gap_share):
         evidence.append(
-            _ev(
+            number_evidence(
                 "gap_share",
                 f"gap share, {g.label}",
                 g.gap_share,
@@ -91,7 +85,7 @@ def host_bound_gaps(f: Facts) -> Finding | None:
         )
         for c in main:
             evidence.append(
-                _ev(
+                number_evidence(
                     f"{c}_share",
                     f"{names[c]['en']}, share of gap time, {g.label}",
                     g.causes.get(c, 0.0),
@@ -130,7 +124,7 @@ def host_late_unknown(f: Facts) -> Finding | None:
     for g in extremes(hit, lambda g: g.gap_share):
         evidence += [
             gap_share_evidence(g),
-            _ev(
+            number_evidence(
                 "unattributed_share",
                 f"unattributed share of gap time, {g.label}",
                 g.unattributed_share,

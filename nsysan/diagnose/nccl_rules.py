@@ -13,7 +13,7 @@ Thresholds are named constants, documented in docs/findings.md.
 from __future__ import annotations
 
 from nsysan.diagnose.facts import Facts
-from nsysan.diagnose.findings import EvidenceItem, Finding
+from nsysan.diagnose.findings import Finding, number_evidence, share_evidence
 from nsysan.diagnose.gpu_rules import at
 from nsysan.diagnose.wording import nothing, say
 from nsysan.report.fmt import count, duration, percent, ratio
@@ -25,17 +25,6 @@ NCCL_SHARE_FOR_SKEW = 0.05
 # one slow collective
 NCCL_OUTLIER_OVER_MEDIAN = 20.0  # an NCCL kernel this many times its collective's median
 NCCL_OUTLIER_MIN_NS = 1_000_000  # ... and at least this long
-
-
-def _ev(
-    metric: str, label: str, value: float | int | str | None, display: str, source: str
-) -> EvidenceItem:
-    return EvidenceItem(metric=metric, label=label, value=value, display=display, source=source)
-
-
-def _pct(metric: str, label: str, value: float | None, source: str) -> EvidenceItem:
-    """Evidence that is a share, shown as a percentage."""
-    return _ev(metric, label, value, percent(value), source)
 
 
 def comm_bound(f: Facts) -> Finding | None:
@@ -64,8 +53,10 @@ def comm_bound(f: Facts) -> Finding | None:
         ),
         recommendation=say("comm-bound.recommendation"),
         evidence=(
-            _pct("nccl_share", "NCCL share of busy time", f.nccl_share, "docs/metrics/nccl.md"),
-            _pct(
+            share_evidence(
+                "nccl_share", "NCCL share of busy time", f.nccl_share, "docs/metrics/nccl.md"
+            ),
+            share_evidence(
                 "nccl_wait_share",
                 "estimated wait share of NCCL time",
                 f.nccl_wait_share,
@@ -94,7 +85,7 @@ def collective_skew(f: Facts) -> Finding | None:
         ),
         recommendation=say("collective-skew.recommendation"),
         evidence=(
-            _pct(
+            share_evidence(
                 "nccl_wait_share",
                 "estimated wait share of NCCL time",
                 f.nccl_wait_share,
@@ -139,28 +130,28 @@ def nccl_outlier(f: Facts) -> Finding | None:
         ),
         recommendation=say("nccl-outlier.recommendation"),
         evidence=(
-            _ev(
+            number_evidence(
                 "nccl_longest",
                 f"longest {o.collective}, GPU {o.gpu}",
                 o.duration_ns,
                 duration(o.duration_ns),
                 "docs/metrics/nccl.md",
             ),
-            _ev(
+            number_evidence(
                 "nccl_median",
                 f"median {o.collective}, GPU {o.gpu}",
                 o.median_ns,
                 duration(o.median_ns),
                 "docs/metrics/nccl.md",
             ),
-            _ev(
+            number_evidence(
                 "nccl_over_median",
                 "longest / median",
                 o.over_median,
                 ratio(o.over_median, 0),
                 "docs/metrics/nccl.md",
             ),
-            _ev(
+            number_evidence(
                 "nccl_start",
                 "start (trace timeline)",
                 o.start_ns,

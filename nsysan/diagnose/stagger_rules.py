@@ -17,7 +17,7 @@ from __future__ import annotations
 from statistics import mean
 
 from nsysan.diagnose.facts import Facts
-from nsysan.diagnose.findings import EvidenceItem, Finding
+from nsysan.diagnose.findings import Finding, number_evidence, share_evidence
 from nsysan.diagnose.gpu_rules import span
 from nsysan.diagnose.wording import Text, join, nothing, say
 from nsysan.report.fmt import percent, ratio
@@ -29,17 +29,6 @@ DASHBOARD_BALANCED_SPREAD = 0.10  # dashboard max - min across GPUs: "looks bala
 HOST_SIDE_SHARE = 0.50  # share of gap time on the host side that names the CPU as the cause
 # aligned gaps: a common cause
 ALIGNED_ALL_IDLE_SHARE = 0.10  # share of the common window with every GPU idle
-
-
-def _ev(
-    metric: str, label: str, value: float | int | str | None, display: str, source: str
-) -> EvidenceItem:
-    return EvidenceItem(metric=metric, label=label, value=value, display=display, source=source)
-
-
-def _pct(metric: str, label: str, value: float | None, source: str) -> EvidenceItem:
-    """Evidence that is a share, shown as a percentage."""
-    return _ev(metric, label, value, percent(value), source)
 
 
 def _host_cause(f: Facts, host: float) -> Text:
@@ -92,15 +81,15 @@ def false_balance(f: Facts) -> Finding | None:
         host=_host_cause(f, host) if cpu_bound else nothing(),
     )
     evidence = [
-        _pct("gap_share", f"gap share, {lab}", g, "docs/metrics/gaps.md")
+        share_evidence("gap_share", f"gap share, {lab}", g, "docs/metrics/gaps.md")
         for lab, g in zip(f.gpu_labels, f.gap_share, strict=False)
     ]
     evidence += [
-        _pct("dashboard", f"{dash_name}, {lab}", d, "docs/metrics/dashboard.md")
+        share_evidence("dashboard", f"{dash_name}, {lab}", d, "docs/metrics/dashboard.md")
         for lab, d in zip(f.gpu_labels, dash, strict=False)
     ]
     evidence.append(
-        _ev(
+        number_evidence(
             "stagger_score",
             "stagger score (−1 aligned … +1 staggered)",
             f.stagger_score,
@@ -110,7 +99,7 @@ def false_balance(f: Facts) -> Finding | None:
     )
     if f.co_idle_ratio is not None:
         evidence.append(
-            _ev(
+            number_evidence(
                 "co_idle_ratio",
                 "co-idle time, observed / if independent",
                 f.co_idle_ratio,
@@ -120,7 +109,7 @@ def false_balance(f: Facts) -> Finding | None:
         )
     if host is not None:
         evidence.append(
-            _pct(
+            share_evidence(
                 "measured_host_share",
                 "gap time with a measured host-side cause",
                 host,
@@ -129,13 +118,15 @@ def false_balance(f: Facts) -> Finding | None:
         )
     if f.gil_share:
         evidence.append(
-            _pct(
+            share_evidence(
                 "gil_share", "GIL-signature share of gap time", f.gil_share, "docs/metrics/host.md"
             )
         )
     for text, share in f.top_nvtx:
         evidence.append(
-            _pct("nvtx", f"NVTX range covering gaps: {text}", share, "docs/metrics/host.md")
+            share_evidence(
+                "nvtx", f"NVTX range covering gaps: {text}", share, "docs/metrics/host.md"
+            )
         )
     return Finding(
         rule_id="false-balance",
@@ -176,7 +167,7 @@ def aligned_gaps(f: Facts) -> Finding | None:
         ),
         recommendation=say("aligned-gaps.recommendation"),
         evidence=(
-            _pct(
+            share_evidence(
                 "all_idle_share",
                 "all GPUs idle, share of common steady-state window"
                 if f.warmup_detected
@@ -184,7 +175,7 @@ def aligned_gaps(f: Facts) -> Finding | None:
                 f.all_idle_share,
                 "docs/metrics/stagger.md",
             ),
-            _ev(
+            number_evidence(
                 "stagger_score",
                 "stagger score",
                 f.stagger_score,
