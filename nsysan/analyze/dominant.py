@@ -25,10 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import polars as pl
 
-from nsysan.interval_arrays import rows_by_unit, time_units_open
+from nsysan.interval_arrays import clip_disjoint, rows_by_unit, time_units_open
 from nsysan.intervals import sort_if_needed
 
 __all__ = ["DOMINANT_GAP_SHARE", "WARMUP_BUSY_SHARE", "DominantResult", "measure_dominant"]
@@ -60,18 +59,10 @@ class DominantResult:
 
 def _all_idle(gaps: pl.DataFrame, gpus: list[int], start: int, end: int) -> int:
     """Time in ``[start, end)`` during which every GPU of ``gpus`` is inside a gap."""
-    starts: list[np.ndarray] = []
-    ends: list[np.ndarray] = []
     where = rows_by_unit(gaps["gpu"].to_numpy(), gpus)
     all_starts, all_ends = gaps["start_ns"].to_numpy(), gaps["end_ns"].to_numpy()
-    for g in gpus:
-        s = np.clip(all_starts[where[g]], start, end)
-        e = np.clip(all_ends[where[g]], start, end)
-        keep = e > s
-        starts.append(s[keep])
-        ends.append(e[keep])
     # Each GPU's gaps are disjoint and in time order.
-    idle = list(zip(starts, ends, strict=True))
+    idle = [clip_disjoint(all_starts[where[g]], all_ends[where[g]], start, end) for g in gpus]
     return time_units_open(idle, low=len(gpus), high=len(gpus))
 
 
