@@ -258,12 +258,18 @@ class ExportDB:
         except _NeedsCheckedRead:
             return None
         # Every part's slices joined once, in row order: no copy of each half first.
-        slices = [f for part, _ in results if part is not None for f in part]
+        # Each part's list is emptied as its slices move over (the futures hold those
+        # lists too): the join then frees every slice's columns as it copies them,
+        # instead of holding the whole table twice.
+        slices: list[pl.DataFrame] = []
+        total = _Tally()
+        for part, tally in results:
+            total.add(tally)
+            if part is not None:
+                slices.extend(part)
+                part.clear()
         if not slices:
             return None
-        total = _Tally()
-        for _, tally in results:
-            total.add(tally)
         self._note(table, wanted, total)
         return joined_slices(slices)
 
