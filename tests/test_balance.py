@@ -602,3 +602,34 @@ def test_dp_long_tail_drifts_to_one_gpu(tmp_path: Path) -> None:
     assert r.spread_trend > 0.2  # type: ignore[operator]
     assert r.drift_windows["leader_gpu"][-1] == long_rank
     assert r.most_loaded_gpu == long_rank
+
+
+@pytest.mark.parametrize("pid", [7, -7], ids=["packed", "joined"])  # negative ids do not pack
+def test_launch_starts_pair_each_kernel_with_every_call_of_its_id(pid: int) -> None:
+    kernels = pl.DataFrame(
+        {
+            "source": pl.Series([0, 0, 0, 1], dtype=pl.Int32),
+            "pid": pl.Series([pid, pid, pid, pid], dtype=pl.Int32),
+            "correlation_id": [10, 11, 12, 10],
+            "start_ns": [100, 200, 300, 400],
+            "end_ns": [150, 250, 350, 450],
+        }
+    )
+    cuda_api = pl.DataFrame(
+        {
+            "source": pl.Series([0, 0, 0, 0, 1], dtype=pl.Int32),
+            "pid": pl.Series([pid, pid, pid, pid + 1, pid], dtype=pl.Int32),
+            # id 11 has a runtime and a driver call; id 12 no call of this process.
+            "correlation_id": [10, 11, 11, 12, 10],
+            "start_ns": [90, 180, 185, 290, 395],
+        }
+    )
+    got = balance_iterations._launch_starts(kernels, cuda_api)
+    assert got.columns == ["source", "pid", "start_ns", "end_ns", "launch_ns"]
+    assert sorted(got.select("start_ns", "launch_ns").rows()) == [
+        (100, 90),
+        (200, 180),
+        (200, 185),
+        (400, 395),
+    ]
+    assert got["launch_ns"].is_sorted()
