@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-__all__ = ["PACKED_BITS", "bit_widths", "packed", "packed_key", "unpacked"]
+__all__ = ["PACKED_BITS", "bit_widths", "looked_up", "packed", "packed_key", "unpacked"]
 
 # Integer key columns packed into one Int64, in their order of significance, when
 # they fit in 62 bits (in every real trace: ids are 32-bit, pids under 2^22).
@@ -57,3 +57,33 @@ def unpacked(
         ((pl.col("_key") // (1 << int(shift))) % (1 << width)).cast(schema[col]).alias(col)
         for col, width, shift in zip(cols, widths, shifts, strict=True)
     )
+
+
+def looked_up(df: pl.DataFrame, table: pl.DataFrame, keys: Sequence[str], value: str) -> pl.Series:
+    """Per row of ``df``, ``value`` from the row of the small ``table`` with the same
+    integer ``keys`` (null where none, or where a key is null): a left join's column.
+
+    The keys are packed into one integer and looked up among the table's: a join on
+    several columns row-encodes every row's keys (millions of kernels or NVTX events:
+    hundreds of MB and twice the time) and copies every other column. A join stays
+    where the table's keys do not pack or repeat.
+    """
+    table = table.select(*keys, value).drop_nulls(keys)
+    widths = bit_widths([table], keys)
+    if widths is None or sum(widths) > PACKED_BITS or table.select(keys).is_duplicated().any():
+        joined = df.select(keys).join(table, on=list(keys), how="left", maintain_order="left")
+        return joined.get_column(value)
+    fits = pl.all_horizontal(
+        pl.col(c).is_between(0, (1 << w) - 1) for c, w in zip(keys, widths, strict=True)
+    )
+    return df.select(
+        pl.when(fits)
+        .then(packed_key(keys, widths))
+        .replace_strict(
+            packed(table, keys, widths),
+            table.get_column(value),
+            default=None,
+            return_dtype=table.schema[value],
+        )
+        .alias(value)
+    ).to_series()

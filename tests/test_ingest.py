@@ -235,33 +235,3 @@ def test_big_tables_read_in_halves_side_by_side_equal_one_piece_reads(
     for name in model.TABLE_SCHEMAS:
         assert split.table(name).equals(whole.table(name)), name
     assert split.notes == whole.notes
-
-
-@pytest.mark.parametrize(
-    "domain_ids",
-    [[0, 1, 7, 2**32 - 1], [-3, 1, 7, 2**40]],  # packed into one integer; joined (negative)
-    ids=["packed", "joined"],
-)
-def test_nvtx_domain_names_equal_a_join_on_pid_and_domain(domain_ids: list[int]) -> None:
-    from nsysan.ingest.nsys_host import _domain_names
-
-    domains = pl.DataFrame(
-        {
-            "pid": pl.Series([5, 5, 9, 9], dtype=pl.Int32),
-            "domain_id": domain_ids,
-            "domain": pl.Series(["NCCL", "app", "NCCL", "io"], dtype=pl.Categorical()),
-        }
-    )
-    # Every (pid, id) pair, ids that no domain has, one pid's id under the other pid,
-    # a null id, and an id wider than the domains' (would collide if packed unchecked).
-    ids = [*domain_ids, 3, None, domain_ids[2] + 2**32]
-    events = pl.DataFrame(
-        {
-            "pid": pl.Series([p for p in (5, 9) for _ in ids], dtype=pl.Int32),
-            "domain_id": [i for _ in (5, 9) for i in ids],
-        }
-    )
-    expected = events.join(domains, on=["pid", "domain_id"], how="left", maintain_order="left")
-    got = _domain_names(events, domains)
-    assert got.cast(pl.String).to_list() == expected["domain"].cast(pl.String).to_list()
-    assert got.drop_nulls().len() == 4  # each of the four domains once

@@ -35,6 +35,7 @@ from nsysan.ingest import (
 from nsysan.ingest.census import CensusMode, TableCensus
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import is_one_of, values_matching
+from nsysan.packing import looked_up
 
 __all__ = ["load_trace", "load_census", "kernel_launch_calls", "MISSING_MESSAGES"]
 
@@ -389,9 +390,7 @@ def _assemble(
         parts = [f.tables[name] for f in files]
         df = pl.concat(parts, how="vertical_relaxed") if parts else model.empty_frame(schema)
         if name in ("kernels", "graphs", "memcpy", "memset", "launch_configs", "memory_usage"):
-            df = df.drop("gpu").join(
-                device_gpu, on=["source", "pid", "device_id"], how="left", maintain_order="left"
-            )
+            df = df.with_columns(looked_up(df, device_gpu, ["source", "pid", "device_id"], "gpu"))
         if name == "gpu_metrics":
             df = _attach_metric_gpus(df, files, gpus)
         df = _shift(df, offset_df, len(files))

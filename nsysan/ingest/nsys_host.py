@@ -24,7 +24,7 @@ from nsysan.ingest.nsys import (
     with_source,
 )
 from nsysan.ingest.sqlite import Convert, ExportDB
-from nsysan.packing import PACKED_BITS, bit_widths, packed, packed_key
+from nsysan.packing import looked_up
 
 # Enum labels, hard-coded because exports before schema 3.0 carry no ENUM_* tables
 # (the numbers are the same in every version).
@@ -139,35 +139,10 @@ def read_nvtx(db: ExportDB, names: pl.DataFrame, source: int) -> pl.DataFrame:
     if df is None:
         return model.empty_frame(model.NVTX)
     keys = ["pid", "domain_id"]
-    # A null key names no event's domain (nor would it in a join).
-    domains = pl.concat(domain_rows).unique(subset=keys, keep="first").drop_nulls(keys)
+    domains = pl.concat(domain_rows).unique(subset=keys, keep="first")
     if domains.height:
-        df = df.with_columns(_domain_names(df, domains))
+        df = df.with_columns(looked_up(df, domains, keys, "domain"))
     return model.conform(df, model.NVTX)
-
-
-def _domain_names(events: pl.DataFrame, domains: pl.DataFrame) -> pl.Series:
-    """Each event's domain name from the few (pid, domain_id, domain) rows of ``domains``
-    (no null key).
-
-    (pid, domain id) is one packed integer looked up among the domains' (nsysan.packing):
-    a join on the two columns row-encoded both keys of every event (+0.84 GB for 10M
-    events, twice the time). A join stays for ids that do not pack.
-    """
-    keys = ["pid", "domain_id"]
-    widths = bit_widths([domains], keys)
-    if widths is None or sum(widths) > PACKED_BITS:
-        joined = events.select(keys).join(domains, on=keys, how="left", maintain_order="left")
-        return joined.get_column("domain")
-    fits = pl.all_horizontal(
-        pl.col(c).is_between(0, (1 << w) - 1) for c, w in zip(keys, widths, strict=True)
-    )
-    return events.select(
-        pl.when(fits)
-        .then(packed_key(keys, widths))
-        .replace_strict(packed(domains, keys, widths), domains.get_column("domain"), default=None)
-        .alias("domain")
-    ).to_series()
 
 
 _OSRT_COLUMNS = {
