@@ -387,7 +387,9 @@ def _assemble(
     for name, schema in model.TABLE_SCHEMAS.items():
         if name in ("gpus", "sources"):
             continue
-        parts = [f.tables[name] for f in files]
+        # Taken out of the files' tables: each file's frame is freed once the whole
+        # table no longer needs it, not held beside it to the end.
+        parts = [f.tables.pop(name) for f in files]
         df = pl.concat(parts, how="vertical_relaxed") if parts else model.empty_frame(schema)
         if name in ("kernels", "graphs", "memcpy", "memset", "launch_configs", "memory_usage"):
             df = df.with_columns(looked_up(df, device_gpu, ["source", "pid", "device_id"], "gpu"))
@@ -516,10 +518,11 @@ def _shift(df: pl.DataFrame, offsets: pl.DataFrame, n_files: int) -> pl.DataFram
     if n_files <= 1 or df.is_empty():
         return df
     time_cols = [c for c in df.columns if c in validate.TIME_COLUMNS]
-    df = df.join(offsets, on="source", how="left", maintain_order="left")
-    return df.with_columns([(pl.col(c) + pl.col("offset_ns")).alias(c) for c in time_cols]).drop(
-        "offset_ns"
+    # Only the time columns are new: a join on the source copied every column.
+    offset = pl.col("source").replace_strict(
+        offsets["source"], offsets["offset_ns"], default=None, return_dtype=pl.Int64
     )
+    return df.with_columns([(pl.col(c) + offset).alias(c) for c in time_cols])
 
 
 def _drop_inverted(df: pl.DataFrame) -> tuple[pl.DataFrame, int]:
