@@ -226,3 +226,25 @@ def test_graph_executions_take_part_in_imbalance_drift_and_stagger(
     # Stagger compares 8 GPUs whose gaps are the scheduler's, at the same times on all.
     assert analysis.stagger.gpu_count == 8
     assert analysis.stagger.verdict == "aligned"
+
+
+@pytest.mark.parametrize("pid", [3, -3], ids=["packed", "joined"])  # negative ids do not pack
+def test_node_kernels_are_those_of_a_graph_launch_but_no_graph_execution(pid: int) -> None:
+    from nsysan.analyze.graphs import _launched_by
+
+    def keys(rows: list[tuple[int, int, int | None]]) -> pl.DataFrame:
+        return pl.DataFrame(
+            rows,
+            schema={"source": pl.Int32, "pid": pl.Int32, "correlation_id": pl.Int64},
+            orient="row",
+        )
+
+    kernels = keys(
+        [(0, pid, 1), (0, pid, 2), (0, pid, 2), (0, pid, 3), (1, pid, 1), (0, pid, None)]
+    )
+    kernels = kernels.with_columns(pl.int_range(pl.len()).alias("row"))
+    calls = keys([(0, pid, 1), (0, pid, 2), (0, pid, None)])
+    executions = keys([(0, pid, 2)])
+    # Id 2 is a graph-level execution; id 3 no graph launch; source 1 another file.
+    assert _launched_by(kernels, calls, executions)["row"].to_list() == [0]
+    assert _launched_by(kernels, calls, executions.clear())["row"].to_list() == [0, 1, 2]

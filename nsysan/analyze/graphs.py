@@ -19,6 +19,7 @@ import polars as pl
 from nsysan.ingest.graphs import GRAPH_LAUNCH_APIS
 from nsysan.model import Trace
 from nsysan.names import is_one_of, values_matching
+from nsysan.packing import PACKED_BITS, bit_widths, packed_key
 
 __all__ = ["graph_work_per_gpu"]
 
@@ -58,10 +59,7 @@ def graph_work_per_gpu(trace: Trace) -> pl.DataFrame:
             trace.cuda_api.filter(is_one_of(pl.col("name"), launches)).select(_CALL_KEYS).unique()
         )
         # Graph-level executions share their launch's correlation id: not node kernels.
-        executions = trace.graphs.select(_CALL_KEYS)
-        nodes = trace.kernels.join(calls, on=_CALL_KEYS, how="semi").join(
-            executions, on=_CALL_KEYS, how="anti"
-        )
+        nodes = _launched_by(trace.kernels, calls, trace.graphs.select(_CALL_KEYS))
         if nodes.height:
             parts.append(
                 nodes.group_by("gpu").agg(
@@ -77,3 +75,24 @@ def graph_work_per_gpu(trace: Trace) -> pl.DataFrame:
     return pl.concat([p.select(list(_SCHEMA)).cast(_SCHEMA) for p in parts]).sort(  # type: ignore[arg-type]
         "gpu", "level", "graph_id", nulls_last=True
     )
+
+
+def _launched_by(
+    kernels: pl.DataFrame, calls: pl.DataFrame, executions: pl.DataFrame
+) -> pl.DataFrame:
+    """The ``kernels`` with the (source, pid, correlation id) of one of ``calls`` and of none of
+    ``executions``: a semi join, then an anti join, on those keys.
+
+    The keys are one packed integer where they fit (nsysan.packing): joins on the three
+    columns row-encoded them for every kernel of the trace.
+    """
+    widths = bit_widths([kernels, calls, executions], _CALL_KEYS)
+    if widths is None or sum(widths) > PACKED_BITS:
+        return kernels.join(calls, on=_CALL_KEYS, how="semi").join(
+            executions, on=_CALL_KEYS, how="anti"
+        )
+    key = packed_key(_CALL_KEYS, widths)
+    launched = calls.select(key).to_series().drop_nulls()
+    executed = executions.select(key).to_series().drop_nulls()
+    # A null key is in neither (it matched nothing in the joins either).
+    return kernels.filter(key.is_in(launched.implode()) & ~key.is_in(executed.implode()))
