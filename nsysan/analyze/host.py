@@ -114,6 +114,7 @@ from nsysan.analyze.host_tables import (
     THREAD_NUMBER,
     feeding_rows,
     in_group,
+    on_threads,
     run_starts,
     thread_groups,
 )
@@ -441,7 +442,7 @@ def attribute_gaps(
             "next_correlation_id", "launch_name", "_kind_rank", "launch_start_ns", "launch_end_ns"
         )
     threads, portions = _host_portions(table)
-    signature = gil_threads(trace.osrt.join(threads, on=list(THREAD_KEYS), how="semi"))
+    signature = gil_threads(on_threads(trace.osrt, threads))
     carved = pieces = None
     if transfers is not None and transfers.height > 0 and keys == ["gpu"]:
         carved, pieces = transfer_time(table, portions, transfers)

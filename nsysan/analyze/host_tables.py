@@ -48,6 +48,13 @@ def feeding_rows(df: pl.DataFrame, threads: pl.DataFrame) -> pl.LazyFrame:
     return df.lazy().with_columns(number).filter(pl.col(THREAD_NUMBER).is_not_null())
 
 
+def on_threads(df: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``df`` on ``threads``, in ``df``'s order: a semi join on the thread
+    keys, by :func:`thread_numbers` (a semi join row-encoded the three keys of every
+    row: +0.16 GB for the 2.8M OS runtime calls of 5M kernels, +0.06 GB this way)."""
+    return feeding_rows(df, threads).drop(THREAD_NUMBER).collect(engine=ENGINE)
+
+
 def thread_numbers(df: pl.DataFrame, threads: pl.DataFrame) -> pl.Series:
     """Per row of ``df``, the ``_th`` of its thread (Int32); null off the feeding threads."""
     th = pl.col(THREAD_NUMBER).cast(pl.Int32)

@@ -40,6 +40,7 @@ from nsysan.analyze.host_tables import (
     THREAD_KEYS,
     THREAD_NUMBER,
     feeding_rows,
+    on_threads,
     thread_numbers,
 )
 from nsysan.model import Trace
@@ -184,7 +185,7 @@ def _edge_streams(
         .when(~blocking)
         .then(_layer_number("os_call")),
     )
-    descheduled = descheduled_intervals(trace.sched.join(threads, on=list(THREAD_KEYS), how="semi"))
+    descheduled = descheduled_intervals(on_threads(trace.sched, threads))
     _add_table(
         streams,
         descheduled,
@@ -341,7 +342,7 @@ def host_segments(
     any range).
     """
     if signature is None:
-        signature = gil_threads(trace.osrt.join(threads, on=list(THREAD_KEYS), how="semi"))
+        signature = gil_threads(on_threads(trace.osrt, threads))
     ranges = nvtx_ranges(trace, threads)
     segments = timeline_segments(trace, threads, signature, ranges)
     numbers = list(range(len(HOST_CAUSES)))
