@@ -95,6 +95,10 @@ GRAPHS: Schema = {
     "graph_exec_id": pl.Int64,
 }
 
+# A CUDA call and the GPU work it launched share these keys (CUPTI's correlation id is
+# per process).
+CALL_KEYS = ["source", "pid", "correlation_id"]
+
 # CUDA runtime and driver API calls. ``name`` has the ``_v<N>`` suffix stripped.
 CUDA_API: Schema = {
     "source": pl.Int32,

@@ -22,7 +22,8 @@ PACKED_BITS = 62
 
 
 def bit_widths(frames: Sequence[pl.DataFrame], cols: Sequence[str]) -> list[int] | None:
-    """Bits per column that hold every value of ``cols`` in ``frames``; None if negative."""
+    """Bits per column that hold every value of ``cols`` in ``frames``; None when they do
+    not pack (a negative value, or more than :data:`PACKED_BITS` in all)."""
     widths = []
     for col in cols:
         values = [f[col] for f in frames if f[col].null_count() < f.height]
@@ -32,7 +33,7 @@ def bit_widths(frames: Sequence[pl.DataFrame], cols: Sequence[str]) -> list[int]
         if min(v.min() for v in values) < 0:  # type: ignore[operator]
             return None
         widths.append(max(int(v.max()) for v in values).bit_length())  # type: ignore[arg-type]
-    return widths
+    return widths if sum(widths) <= PACKED_BITS else None
 
 
 def packed_key(cols: Sequence[str], widths: Sequence[int]) -> pl.Expr:
@@ -70,7 +71,7 @@ def looked_up(df: pl.DataFrame, table: pl.DataFrame, keys: Sequence[str], value:
     """
     table = table.select(*keys, value).drop_nulls(keys)
     widths = bit_widths([table], keys)
-    if widths is None or sum(widths) > PACKED_BITS or table.select(keys).is_duplicated().any():
+    if widths is None or table.select(keys).is_duplicated().any():
         joined = df.select(keys).join(table, on=list(keys), how="left", maintain_order="left")
         return joined.get_column(value)
     fits = pl.all_horizontal(

@@ -36,9 +36,9 @@ from nsysan.analyze.balance_tables import (
     WINDOW_START,
     gpu_windows,
 )
-from nsysan.model import Trace
+from nsysan.model import CALL_KEYS, Trace
 from nsysan.names import is_one_of, values_matching
-from nsysan.packing import PACKED_BITS, bit_widths, packed_key
+from nsysan.packing import bit_widths, packed_key
 
 __all__ = [
     "ITERATION_MIN_COUNT",
@@ -187,9 +187,6 @@ def _gpu_side_ordinals(trace: Trace, ranges: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-_CALL_KEYS = ["source", "pid", "correlation_id"]
-
-
 def _launch_starts(kernels: pl.DataFrame, cuda_api: pl.DataFrame) -> pl.DataFrame:
     """``source, pid, start_ns, end_ns, launch_ns``: each kernel with the start of every
     CUDA call of its (source, pid, correlation id), by launch start.
@@ -198,12 +195,12 @@ def _launch_starts(kernels: pl.DataFrame, cuda_api: pl.DataFrame) -> pl.DataFram
     a join on the three columns row-encoded them for every kernel and every call (at
     5M kernels and 16M calls, +1.6 GB and ~2 s).
     """
-    calls = cuda_api.select(*_CALL_KEYS, pl.col(START).alias("launch_ns"))
-    widths = bit_widths([kernels, calls], _CALL_KEYS)
-    if widths is None or sum(widths) > PACKED_BITS:
-        joined = kernels.select(*_CALL_KEYS, START, END).join(calls, on=_CALL_KEYS, how="inner")
+    calls = cuda_api.select(*CALL_KEYS, pl.col(START).alias("launch_ns"))
+    widths = bit_widths([kernels, calls], CALL_KEYS)
+    if widths is None:
+        joined = kernels.select(*CALL_KEYS, START, END).join(calls, on=CALL_KEYS, how="inner")
     else:
-        key = packed_key(_CALL_KEYS, widths).alias("_call")
+        key = packed_key(CALL_KEYS, widths).alias("_call")
         joined = (
             kernels.select("source", "pid", key, START, END)
             .join(calls.select(key, "launch_ns"), on="_call", how="inner")

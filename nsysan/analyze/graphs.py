@@ -17,9 +17,9 @@ from __future__ import annotations
 import polars as pl
 
 from nsysan.ingest.graphs import GRAPH_LAUNCH_APIS
-from nsysan.model import Trace
+from nsysan.model import CALL_KEYS, Trace
 from nsysan.names import is_one_of, values_matching
-from nsysan.packing import PACKED_BITS, bit_widths, packed_key
+from nsysan.packing import bit_widths, packed_key
 
 __all__ = ["graph_work_per_gpu"]
 
@@ -31,7 +31,6 @@ _SCHEMA = {
     "kernels": pl.Int64,
     "time_ns": pl.Int64,
 }
-_CALL_KEYS = ["source", "pid", "correlation_id"]
 
 
 def _graph_launch_names(cuda_api: pl.DataFrame) -> list[str]:
@@ -56,16 +55,16 @@ def graph_work_per_gpu(trace: Trace) -> pl.DataFrame:
     launches = _graph_launch_names(trace.cuda_api) if trace.cuda_api.height else []
     if launches:
         calls = (
-            trace.cuda_api.filter(is_one_of(pl.col("name"), launches)).select(_CALL_KEYS).unique()
+            trace.cuda_api.filter(is_one_of(pl.col("name"), launches)).select(CALL_KEYS).unique()
         )
         # Graph-level executions share their launch's correlation id: not node kernels.
-        nodes = _launched_by(trace.kernels, calls, trace.graphs.select(_CALL_KEYS))
+        nodes = _launched_by(trace.kernels, calls, trace.graphs.select(CALL_KEYS))
         if nodes.height:
             parts.append(
                 nodes.group_by("gpu").agg(
                     pl.lit("node").alias("level"),
                     pl.lit(None, dtype=pl.Int64).alias("graph_id"),
-                    pl.struct(_CALL_KEYS).n_unique().cast(pl.Int64).alias("executions"),
+                    pl.struct(CALL_KEYS).n_unique().cast(pl.Int64).alias("executions"),
                     pl.len().cast(pl.Int64).alias("kernels"),
                     duration.alias("time_ns"),
                 )
@@ -86,12 +85,12 @@ def _launched_by(
     The keys are one packed integer where they fit (nsysan.packing): joins on the three
     columns row-encoded them for every kernel of the trace.
     """
-    widths = bit_widths([kernels, calls, executions], _CALL_KEYS)
-    if widths is None or sum(widths) > PACKED_BITS:
-        return kernels.join(calls, on=_CALL_KEYS, how="semi").join(
-            executions, on=_CALL_KEYS, how="anti"
+    widths = bit_widths([kernels, calls, executions], CALL_KEYS)
+    if widths is None:
+        return kernels.join(calls, on=CALL_KEYS, how="semi").join(
+            executions, on=CALL_KEYS, how="anti"
         )
-    key = packed_key(_CALL_KEYS, widths)
+    key = packed_key(CALL_KEYS, widths)
     launched = calls.select(key).to_series().drop_nulls()
     executed = executions.select(key).to_series().drop_nulls()
     # A null key is in neither (it matched nothing in the joins either).

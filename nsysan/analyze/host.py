@@ -126,7 +126,7 @@ from nsysan.analyze.host_timeline import (
 )
 from nsysan.analyze.host_transfers import transfer_time
 from nsysan.model import Trace
-from nsysan.packing import PACKED_BITS, bit_widths, packed, unpacked
+from nsysan.packing import bit_widths, packed, unpacked
 from nsysan.pool import results_as_done
 from nsysan.settings import Settings
 
@@ -246,11 +246,7 @@ def _host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .collect(engine=ENGINE)
     )
     widths = bit_widths([with_host], THREAD_KEYS)
-    if (
-        widths is None
-        or sum(widths) > PACKED_BITS
-        or with_host.select(THREAD_KEYS).null_count().sum_horizontal().item()
-    ):
+    if widths is None or with_host.select(THREAD_KEYS).null_count().sum_horizontal().item():
         threads = (
             with_host.select(THREAD_KEYS)
             .unique()

@@ -26,7 +26,7 @@ from nsysan.analyze.host_calls import (
 from nsysan.analyze.host_tables import ENGINE, run_starts
 from nsysan.intervals import sort_if_needed
 from nsysan.model import Trace
-from nsysan.packing import PACKED_BITS, bit_widths, packed
+from nsysan.packing import bit_widths, packed
 
 __all__ = ["KIND_ORDER", "feeding_launches"]
 
@@ -164,7 +164,7 @@ def _launch_of(found: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     in the table).
     """
     widths = bit_widths([found, calls], _CALL_KEYS)
-    if widths is None or sum(widths) > PACKED_BITS:
+    if widths is None:
         return _launch_of_unpacked(found, calls)
     calls = calls.drop_nulls(_CALL_KEYS)
     rows = _direct_rows(found, calls)

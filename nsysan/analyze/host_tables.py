@@ -14,7 +14,7 @@ from typing import Final
 import numpy as np
 import polars as pl
 
-from nsysan.packing import PACKED_BITS, bit_widths, packed, packed_key
+from nsysan.packing import looked_up
 
 __all__ = [
     "ENGINE",
@@ -22,6 +22,7 @@ __all__ = [
     "THREAD_NUMBER",
     "feeding_rows",
     "in_group",
+    "on_threads",
     "run_starts",
     "thread_groups",
     "thread_numbers",
@@ -65,32 +66,9 @@ def thread_numbers(df: pl.DataFrame, threads: pl.DataFrame) -> pl.Series:
         return df.select(
             pl.when(on_thread).then(pl.lit(row[THREAD_NUMBER], dtype=pl.Int32)).alias(THREAD_NUMBER)
         ).to_series()
-    widths = bit_widths([threads], THREAD_KEYS)
-    if threads.is_empty() or widths is None or sum(widths) > PACKED_BITS:
-        return (
-            df.select(THREAD_KEYS)
-            .join(
-                threads.select(*THREAD_KEYS, th),
-                on=list(THREAD_KEYS),
-                how="left",
-                maintain_order="left",
-            )
-            .get_column(THREAD_NUMBER)
-        )
-    # A thread is a packed integer: a hash look-up of one column instead of a join
+    # A thread is one packed integer: a hash look-up of one column instead of a join
     # of millions of rows on three.
-    fits = pl.all_horizontal(
-        pl.col(c).is_between(0, (1 << w) - 1) for c, w in zip(THREAD_KEYS, widths, strict=True)
-    )
-    keys = packed(threads, THREAD_KEYS, widths)
-    return df.select(
-        pl.when(fits)
-        .then(packed_key(THREAD_KEYS, widths))
-        .replace_strict(
-            keys, threads[THREAD_NUMBER].cast(pl.Int32), default=None, return_dtype=pl.Int32
-        )
-        .alias(THREAD_NUMBER)
-    ).to_series()
+    return looked_up(df, threads.select(*THREAD_KEYS, th), THREAD_KEYS, THREAD_NUMBER)
 
 
 # Feeding threads are attributed in about this many groups: the timelines of one group

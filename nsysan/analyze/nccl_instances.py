@@ -14,7 +14,7 @@ import polars as pl
 
 from nsysan import packing
 from nsysan.intervals import sort_if_needed
-from nsysan.packing import PACKED_BITS, bit_widths
+from nsysan.packing import bit_widths
 
 __all__ = [
     "GROUP_KEY",
@@ -112,7 +112,7 @@ def packed_key(df: pl.DataFrame, cols: Sequence[str]) -> pl.Expr | None:
     """``cols`` (integers, no nulls) of a non-empty ``df`` as one Int64 that sorts like
     the tuple (:mod:`nsysan.packing`); None when they do not pack."""
     widths = None if df.is_empty() else bit_widths([df], cols)
-    if widths is None or sum(widths) > PACKED_BITS:
+    if widths is None:
         return None
     return packing.packed_key(cols, widths)
 
