@@ -18,7 +18,8 @@ writes into the file) when ``nsys`` is on PATH. Traces are built once in ``--scr
 
 With ``--baseline DIR`` (a checkout of an earlier commit, e.g. ``git worktree add DIR
 REV``), that version's ``report`` and ``analyze --json`` (no cache) run in the same
-rounds: before and after figures from one interleaved run.
+rounds: before and after figures from one interleaved run (its ``report`` also as a
+first run and reading the cache, in a cache folder of its own).
 
 ``analyze`` and ``report`` run three ways: with ``--no-cache`` (every run reads SQLite),
 as a first run that fills nsysan's table cache (emptied before it), and reading that
@@ -106,6 +107,11 @@ def commands(trace: Path, out: Path, baseline: Path | None) -> dict[str, list[st
     nsysan = [sys.executable, "-m", "nsysan"]
     # The earlier version's package first on the path: its code, this environment.
     before = ["env", f"PYTHONPATH={baseline}", *nsysan] if baseline else None
+    before_cached = (
+        ["env", f"PYTHONPATH={baseline}", f"NSYSAN_CACHE_DIR={out / BASE_CACHE}", *nsysan]
+        if baseline
+        else None
+    )
     sqlite = shutil.which("sqlite3")
     floor = (
         [sqlite, "-readonly", str(trace), FLOOR_SQL]
@@ -177,10 +183,23 @@ def commands(trace: Path, out: Path, baseline: Path | None) -> dict[str, list[st
             "-o",
             str(out / "a.json"),
         ],
+        # The baseline's own cache folder, emptied before its first run likewise.
+        BASE_FIRST_RUN: (
+            [*before_cached, "report", str(trace), "-o", str(out / "b.html")]
+            if before_cached
+            else None
+        ),
+        "baseline report, cached tables": (
+            [*before_cached, "report", str(trace), "-o", str(out / "b.html")]
+            if before_cached
+            else None
+        ),
     }
 
 
 FIRST_RUN = "nsysan report, first run (fills cache)"
+BASE_FIRST_RUN = "baseline report, first run (fills cache)"
+BASE_CACHE = "cache-baseline"
 
 
 def main() -> None:
@@ -231,6 +250,8 @@ def main() -> None:
                     shutil.copyfile(trace, out / "copy.sqlite")
                 if name == FIRST_RUN:
                     shutil.rmtree(out / "cache", ignore_errors=True)
+                if name == BASE_FIRST_RUN:
+                    shutil.rmtree(out / BASE_CACHE, ignore_errors=True)
                 # Out of the repository: ``python -m`` puts the working directory
                 # first on the path, which would shadow the baseline's package.
                 results.setdefault(name, []).append(run(argv, args.rss_cap_gb, cwd=out))

@@ -42,6 +42,7 @@ from nsysan.analyze.transfers import TransferResult, measure_transfers, transfer
 from nsysan.ingest.graphs import with_graph_work
 from nsysan.model import Trace
 from nsysan.settings import Settings
+from nsysan.stored import collected
 
 NO_GPU_WORK = "the trace has no GPU kernels"
 NO_STEPS = (
@@ -273,7 +274,7 @@ def analyze(
     cpu: CpuResult | None = None
     if trace.sched.height:
         cpu = measure_cpu(
-            trace.sched,
+            collected(trace.sched),
             trace.sources,
             _gpu_sources(trace),
             windows,

@@ -123,7 +123,10 @@ def run_analysis(
     # A folder or archive given here holds the rank files of one run.
     with phase(f"reading {names}"), expand_run(traces) as (files, labels):
         # Grid and block sizes only serve the Nsight Compute join.
-        trace = load_trace(files, launch_config=ncu is not None, nsys_path=nsys_path)
+        # Big host tables stay in the table cache's files (nsysan.stored).
+        trace = load_trace(
+            files, launch_config=ncu is not None, nsys_path=nsys_path, store_host_tables=True
+        )
         trace = with_source_labels(trace, labels)
     with phase(f"analysing {trace.kernels.height:,} kernels on {trace.gpu_count} GPU(s)"):
         analysis = analyze(trace, settings, ncu=ncu, ncu_path=ncu_csv, detail_tables=detail_tables)

@@ -32,8 +32,18 @@ def _span(trace: model.Trace, counted: Mapping[str, TableCensus]) -> tuple[int |
                 starts.append(c.start_ns)
                 ends.append(c.end_ns)
         elif df.height:
-            starts.append(int(df["start_ns"].min()))  # type: ignore[arg-type]
-            ends.append(int(df["end_ns"].drop_nulls().max() or df["start_ns"].max()))  # type: ignore[arg-type]
+            first, last_end, last_start = (
+                df.lazy()
+                .select(
+                    pl.col("start_ns").min(),
+                    pl.col("end_ns").drop_nulls().max(),
+                    pl.col("start_ns").max().alias("_last_start"),
+                )
+                .collect()
+                .row(0)
+            )
+            starts.append(int(first))
+            ends.append(int(last_end or last_start))
     return (min(starts), max(ends)) if starts else (None, None)
 
 

@@ -22,10 +22,14 @@ Conventions (see docs/model.md):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import polars as pl
 
+from nsysan.stored import HostTable
+
 Schema = dict[str, pl.DataType | type[pl.DataType]]
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
 KERNELS: Schema = {
     "source": pl.Int32,
@@ -283,11 +287,12 @@ def empty_frame(schema: Schema) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
 
-def conform(df: pl.DataFrame, schema: Schema) -> pl.DataFrame:
+def conform(df: FrameT, schema: Schema) -> FrameT:
     """Select and cast ``df`` to exactly ``schema``; missing columns become nulls."""
+    columns = df.collect_schema().names()
     exprs = []
     for name, dtype in schema.items():
-        if name in df.columns:
+        if name in columns:
             exprs.append(pl.col(name).cast(dtype))
         else:
             exprs.append(pl.lit(None, dtype=dtype).alias(name))
@@ -323,10 +328,11 @@ class Trace:
     kernels: pl.DataFrame
     memcpy: pl.DataFrame
     memset: pl.DataFrame
-    cuda_api: pl.DataFrame
-    nvtx: pl.DataFrame
-    osrt: pl.DataFrame
-    sched: pl.DataFrame
+    # Host event tables: a big trace's may be left on disk (nsysan.stored).
+    cuda_api: HostTable
+    nvtx: HostTable
+    osrt: HostTable
+    sched: HostTable
     overhead: pl.DataFrame
     threads: pl.DataFrame
     processes: pl.DataFrame
@@ -339,7 +345,7 @@ class Trace:
     launch_configs: pl.DataFrame = field(default_factory=lambda: empty_frame(LAUNCH_CONFIGS))
     memory_usage: pl.DataFrame = field(default_factory=lambda: empty_frame(MEMORY_USAGE))
 
-    def table(self, name: str) -> pl.DataFrame:
+    def table(self, name: str) -> HostTable:
         return getattr(self, name)  # type: ignore[no-any-return]
 
     @property

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-__all__ = ["FEW_VALUES", "is_one_of", "values_matching"]
+__all__ = ["FEW_VALUES", "distinct", "is_one_of", "values_matching"]
 
 # Up to this many strings are matched by comparing with each, more by hashing.
 FEW_VALUES = 3
@@ -21,6 +21,11 @@ def is_one_of(column: pl.Expr, values: list[str]) -> pl.Expr:
     if len(values) <= FEW_VALUES:
         return pl.any_horizontal(*(column == value for value in values)).fill_null(False)
     return column.is_in(pl.Series(values, dtype=pl.String).implode()).fill_null(False)
+
+
+def distinct(rows: pl.LazyFrame, column: str) -> pl.Series:
+    """The distinct values of ``column`` in ``rows`` (a table in memory or on disk)."""
+    return rows.select(pl.col(column).unique()).collect().to_series()
 
 
 def values_matching(column: pl.Series, pattern: str) -> list[str]:

@@ -132,11 +132,15 @@ def _first_last(ops: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 
 def _nvtx_windows(trace: Trace, ops: pl.DataFrame, keys: list[str], text: str) -> pl.DataFrame:
-    ranges = trace.nvtx.filter(
-        (pl.col("text") == text)
-        & pl.col("start_ns").is_not_null()
-        & pl.col("end_ns").is_not_null()
-        & (pl.col("end_ns") >= pl.col("start_ns"))
+    ranges = (
+        trace.nvtx.lazy()
+        .filter(
+            (pl.col("text") == text)
+            & pl.col("start_ns").is_not_null()
+            & pl.col("end_ns").is_not_null()
+            & (pl.col("end_ns") >= pl.col("start_ns"))
+        )
+        .collect()
     )
     if ranges.is_empty():
         raise SettingsError(f"no NVTX range with text {text!r} in the trace")

@@ -37,8 +37,9 @@ from nsysan.analyze.balance_tables import (
     gpu_windows,
 )
 from nsysan.model import CALL_KEYS, Trace
-from nsysan.names import is_one_of, values_matching
+from nsysan.names import distinct, is_one_of, values_matching
 from nsysan.packing import bit_widths, packed_key
+from nsysan.stored import HostTable
 
 __all__ = [
     "ITERATION_MIN_COUNT",
@@ -92,16 +93,21 @@ def _nvtx_iterations(trace: Trace, windows: pl.DataFrame) -> tuple[pl.DataFrame,
     hull_start = int(windows.get_column(WINDOW_START).min())  # type: ignore[arg-type]
     hull_end = int(windows.get_column(WINDOW_END).max())  # type: ignore[arg-type]
     # The text tests run over the few distinct domains and texts, not every range.
-    domains = trace.nvtx.get_column("domain").drop_nulls().unique().cast(pl.String)
+    nvtx = trace.nvtx.lazy()
+    domains = distinct(nvtx, "domain").drop_nulls().cast(pl.String)
     library_domains = domains.filter(domains.str.to_lowercase().is_in(list(LIBRARY_NVTX_DOMAINS)))
-    nccl_texts = values_matching(trace.nvtx.get_column("text"), NCCL_NAME_PATTERN)
-    ranges = trace.nvtx.filter(
-        pl.col("end_ns").is_not_null()
-        & (pl.col(END) > pl.col(START))
-        & pl.col("text").is_not_null()
-        & ~is_one_of(pl.col("domain"), library_domains.to_list())
-        & ~is_one_of(pl.col("text"), nccl_texts)
-    ).select("source", "pid", "text", START, END)
+    nccl_texts = values_matching(distinct(nvtx, "text"), NCCL_NAME_PATTERN)
+    ranges = (
+        nvtx.filter(
+            pl.col("end_ns").is_not_null()
+            & (pl.col(END) > pl.col(START))
+            & pl.col("text").is_not_null()
+            & ~is_one_of(pl.col("domain"), library_domains.to_list())
+            & ~is_one_of(pl.col("text"), nccl_texts)
+        )
+        .select("source", "pid", "text", START, END)
+        .collect()
+    )
     if ranges.is_empty() or hull_end <= hull_start:
         return _empty_iterations(), None
     keys = ["source", "pid", "text"]
@@ -187,7 +193,7 @@ def _gpu_side_ordinals(trace: Trace, ranges: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _launch_starts(kernels: pl.DataFrame, cuda_api: pl.DataFrame) -> pl.DataFrame:
+def _launch_starts(kernels: pl.DataFrame, cuda_api: HostTable) -> pl.DataFrame:
     """``source, pid, start_ns, end_ns, launch_ns``: each kernel with the start of every
     CUDA call of its (source, pid, correlation id), by launch start.
 
@@ -195,7 +201,7 @@ def _launch_starts(kernels: pl.DataFrame, cuda_api: pl.DataFrame) -> pl.DataFram
     a join on the three columns row-encoded them for every kernel and every call (at
     5M kernels and 16M calls, +1.6 GB and ~2 s).
     """
-    calls = cuda_api.select(*CALL_KEYS, pl.col(START).alias("launch_ns"))
+    calls = cuda_api.lazy().select(*CALL_KEYS, pl.col(START).alias("launch_ns")).collect()
     widths = bit_widths([kernels, calls], CALL_KEYS)
     if widths is None:
         joined = kernels.select(*CALL_KEYS, START, END).join(calls, on=CALL_KEYS, how="inner")

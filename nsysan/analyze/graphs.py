@@ -18,8 +18,9 @@ import polars as pl
 
 from nsysan.ingest.graphs import GRAPH_LAUNCH_APIS
 from nsysan.model import CALL_KEYS, Trace
-from nsysan.names import is_one_of, values_matching
+from nsysan.names import distinct, is_one_of, values_matching
 from nsysan.packing import bit_widths, packed_key
+from nsysan.stored import HostTable
 
 __all__ = ["graph_work_per_gpu"]
 
@@ -33,8 +34,8 @@ _SCHEMA = {
 }
 
 
-def _graph_launch_names(cuda_api: pl.DataFrame) -> list[str]:
-    names = values_matching(cuda_api["name"], "GraphLaunch")
+def _graph_launch_names(cuda_api: HostTable) -> list[str]:
+    names = values_matching(distinct(cuda_api.lazy(), "name"), "GraphLaunch")
     return [n for n in names if n in GRAPH_LAUNCH_APIS]
 
 
@@ -55,7 +56,11 @@ def graph_work_per_gpu(trace: Trace) -> pl.DataFrame:
     launches = _graph_launch_names(trace.cuda_api) if trace.cuda_api.height else []
     if launches:
         calls = (
-            trace.cuda_api.filter(is_one_of(pl.col("name"), launches)).select(CALL_KEYS).unique()
+            trace.cuda_api.lazy()
+            .filter(is_one_of(pl.col("name"), launches))
+            .select(CALL_KEYS)
+            .unique()
+            .collect()
         )
         # Graph-level executions share their launch's correlation id: not node kernels.
         nodes = _launched_by(trace.kernels, calls, trace.graphs.select(CALL_KEYS))

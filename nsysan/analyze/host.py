@@ -114,9 +114,10 @@ from nsysan.analyze.host_tables import (
     THREAD_NUMBER,
     feeding_rows,
     in_group,
-    on_threads,
+    rows_on_threads,
     run_starts,
     thread_groups,
+    with_rows_on_threads,
 )
 from nsysan.analyze.host_timeline import (
     cause_time_per_gap,
@@ -438,7 +439,7 @@ def attribute_gaps(
             "next_correlation_id", "launch_name", "_kind_rank", "launch_start_ns", "launch_end_ns"
         )
     threads, portions = _host_portions(table)
-    signature = gil_threads(on_threads(trace.osrt, threads))
+    signature = gil_threads(rows_on_threads(trace.osrt, threads))
     carved = pieces = None
     if transfers is not None and transfers.height > 0 and keys == ["gpu"]:
         carved, pieces = transfer_time(table, portions, transfers)
@@ -532,6 +533,7 @@ def _group_time(
     transfers (``pieces``, of the same gaps), without ``_nvtx_ns``; and
     :func:`text_time_per_gap`.
     """
+    trace = with_rows_on_threads(trace, threads)
     ranges = nvtx_ranges(trace, threads)
     segments = timeline_segments(trace, threads, signature, ranges, portions, merge=True)
     # Each portion writes to its own slot (its row), not to its gap's: the arrays

@@ -27,6 +27,7 @@ from nsysan.analyze.host_tables import ENGINE, run_starts
 from nsysan.intervals import sort_if_needed
 from nsysan.model import Trace
 from nsysan.packing import bit_widths, packed
+from nsysan.stored import HostTable
 
 __all__ = ["KIND_ORDER", "feeding_launches"]
 
@@ -141,17 +142,22 @@ def _next_operations(trace: Trace, gaps: pl.DataFrame, keys: list[str]) -> pl.Da
 _CALL_KEYS = ["_feed_source", "_feed_pid", "next_correlation_id"]
 
 
-def _launch_calls(cuda_api: pl.DataFrame) -> pl.DataFrame:
+def _launch_calls(cuda_api: HostTable) -> pl.DataFrame:
     """CUDA API rows that can be launch calls, named for the gap table."""
-    return cuda_api.select(
-        pl.col("correlation_id").alias("next_correlation_id"),
-        pl.col("source").alias("_feed_source"),
-        pl.col("pid").alias("_feed_pid"),
-        "tid",
-        pl.col("name").alias("launch_name"),
-        pl.col("start_ns").alias("launch_start_ns"),
-        pl.col("end_ns").alias("launch_end_ns"),
-    ).drop_nulls(["next_correlation_id", "launch_start_ns", "launch_end_ns"])
+    return (
+        cuda_api.lazy()
+        .select(
+            pl.col("correlation_id").alias("next_correlation_id"),
+            pl.col("source").alias("_feed_source"),
+            pl.col("pid").alias("_feed_pid"),
+            "tid",
+            pl.col("name").alias("launch_name"),
+            pl.col("start_ns").alias("launch_start_ns"),
+            pl.col("end_ns").alias("launch_end_ns"),
+        )
+        .drop_nulls(["next_correlation_id", "launch_start_ns", "launch_end_ns"])
+        .collect(engine=ENGINE)
+    )
 
 
 _PREFERRED_CALL = ["launch_start_ns", "launch_end_ns"]

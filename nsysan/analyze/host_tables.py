@@ -8,13 +8,16 @@ threads; the feeding threads in groups, attributed one group at a time.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
 import polars as pl
 
-from nsysan.packing import looked_up
+from nsysan.model import Trace
+from nsysan.packing import bit_widths, looked_up, packed, packed_key
+from nsysan.stored import STORED_TABLES, HostTable, StoredTable
 
 __all__ = [
     "ENGINE",
@@ -23,9 +26,11 @@ __all__ = [
     "feeding_rows",
     "in_group",
     "on_threads",
+    "rows_on_threads",
     "run_starts",
     "thread_groups",
     "thread_numbers",
+    "with_rows_on_threads",
 ]
 
 # Plans here are sorts and as-of joins over millions of rows; the in-memory engine
@@ -54,6 +59,39 @@ def on_threads(df: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     keys, by :func:`thread_numbers` (a semi join row-encoded the three keys of every
     row: +0.16 GB for the 2.8M OS runtime calls of 5M kernels, +0.06 GB this way)."""
     return feeding_rows(df, threads).drop(THREAD_NUMBER).collect(engine=ENGINE)
+
+
+def rows_on_threads(table: HostTable, threads: pl.DataFrame) -> pl.DataFrame:
+    """:func:`on_threads` of a table in memory or on disk: a stored table's rows on
+    ``threads`` are read alone (the keys matched as one packed integer)."""
+    if isinstance(table, pl.DataFrame):
+        return on_threads(table, threads)
+    keys = threads.select(THREAD_KEYS).unique()
+    widths = bit_widths([keys], THREAD_KEYS)
+    if widths is None:
+        rows = table.lazy().join(
+            keys.lazy(), on=list(THREAD_KEYS), how="semi", maintain_order="left"
+        )
+    else:
+        fits = pl.all_horizontal(
+            pl.col(c).is_between(0, (1 << w) - 1) for c, w in zip(THREAD_KEYS, widths, strict=True)
+        )
+        wanted = packed(keys, THREAD_KEYS, widths).implode()
+        rows = table.lazy().filter(fits & packed_key(THREAD_KEYS, widths).is_in(wanted))
+    return rows.collect(engine=ENGINE).rechunk()
+
+
+def with_rows_on_threads(trace: Trace, threads: pl.DataFrame) -> Trace:
+    """``trace`` with its stored host tables read for ``threads`` only: what host
+    attribution reads of one group of feeding threads (tables in memory stay whole)."""
+    return dataclasses.replace(
+        trace,
+        **{
+            name: rows_on_threads(trace.table(name), threads)
+            for name in STORED_TABLES
+            if isinstance(trace.table(name), StoredTable)
+        },
+    )
 
 
 def thread_numbers(df: pl.DataFrame, threads: pl.DataFrame) -> pl.Series:

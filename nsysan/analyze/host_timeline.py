@@ -42,6 +42,7 @@ from nsysan.analyze.host_tables import (
     feeding_rows,
     on_threads,
     thread_numbers,
+    with_rows_on_threads,
 )
 from nsysan.model import Trace
 
@@ -341,6 +342,7 @@ def host_segments(
     chosen by their precedence, ``nvtx_text`` the innermost NVTX range (null outside
     any range).
     """
+    trace = with_rows_on_threads(trace, threads)
     if signature is None:
         signature = gil_threads(on_threads(trace.osrt, threads))
     ranges = nvtx_ranges(trace, threads)

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from nsysan.names import is_one_of, values_matching
+from nsysan.names import distinct, is_one_of, values_matching
+from nsysan.stored import HostTable
 
 __all__ = ["REQUEST_PATTERN", "SLOWEST", "StepsResult", "measure_steps"]
 
@@ -79,12 +80,15 @@ def _q(col: str, q: float) -> pl.Expr:
 
 
 def _spans_of_gpus(
-    nvtx: pl.DataFrame, processes: pl.DataFrame, windows: pl.DataFrame, text_filter: pl.Expr
+    nvtx: HostTable, processes: pl.DataFrame, windows: pl.DataFrame, text_filter: pl.Expr
 ) -> pl.DataFrame:
     """NVTX ranges (``text_filter``) of each GPU's processes that overlap its window."""
-    ranges = nvtx.filter(pl.col("end_ns").is_not_null() & (pl.col("end_ns") > pl.col("start_ns")))
-    ranges = ranges.filter(text_filter).select(
-        "source", "pid", pl.col("text").cast(pl.String), "start_ns", "end_ns"
+    ranges = (
+        nvtx.lazy()
+        .filter(pl.col("end_ns").is_not_null() & (pl.col("end_ns") > pl.col("start_ns")))
+        .filter(text_filter)
+        .select("source", "pid", pl.col("text").cast(pl.String), "start_ns", "end_ns")
+        .collect()
     )
     return (
         processes.join(ranges, on=["source", "pid"])
@@ -101,7 +105,7 @@ def _spans_of_gpus(
 
 
 def measure_steps(
-    nvtx: pl.DataFrame,
+    nvtx: HostTable,
     processes: pl.DataFrame,
     windows: pl.DataFrame,
     launch_per_gpu: pl.DataFrame | None,
@@ -160,7 +164,9 @@ def measure_steps(
             nvtx,
             procs,
             w,
-            is_one_of(pl.col("text"), values_matching(nvtx["text"], REQUEST_PATTERN)),
+            is_one_of(
+                pl.col("text"), values_matching(distinct(nvtx.lazy(), "text"), REQUEST_PATTERN)
+            ),
         )
         if nvtx.height
         else pl.DataFrame(

@@ -96,7 +96,12 @@ def process_trace(task: TraceTask) -> TraceOutcome:
         with materialized((*task.sources, *extra)) as paths:
             trace_paths = paths[: len(task.sources)]
             ncu = read_ncu_csv(paths[-1]) if task.ncu else None
-            trace = load_trace(trace_paths, launch_config=ncu is not None, nsys_path=task.nsys_path)
+            trace = load_trace(
+                trace_paths,
+                launch_config=ncu is not None,
+                nsys_path=task.nsys_path,
+                store_host_tables=True,
+            )
         # The report names the files the user gave, not the temporary copies.
         trace = with_source_labels(trace, [s.rel or s.label for s in task.sources])
         ncu_label = Path(task.ncu.rel or task.ncu.label) if task.ncu else None

@@ -36,6 +36,7 @@ from nsysan.ingest.census import CensusMode, TableCensus
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import is_one_of, values_matching
 from nsysan.packing import looked_up
+from nsysan.stored import STORED_TABLES, HostTable, StoredTable, lazy_rows
 
 __all__ = ["load_trace", "load_census", "kernel_launch_calls", "MISSING_MESSAGES"]
 
@@ -95,7 +96,7 @@ def _cpu_cores(text: str | None) -> int | None:
 
 @dataclass(frozen=True)
 class _FileTables:
-    tables: dict[str, pl.DataFrame]
+    tables: dict[str, HostTable]
     devices: pl.DataFrame  # used (pid, device_id) with identity and properties
     metrics_target: pl.DataFrame  # type_id -> target_id for GPU metrics
     # Tables counted in SQL instead of read (census mode); their frames are empty.
@@ -114,13 +115,16 @@ def _read_file(
     host: str | None,
     launch_config: bool,
     census: CensusMode | None = None,
+    store_host: bool = False,
 ) -> _FileTables:
     """One export's tables: from the table cache when it holds them, else from SQLite.
 
-    Census reads (``nsysan info``) are cheap and not cached.
+    Census reads (``nsysan info``) are cheap and not cached. ``store_host``: the big
+    host tables are left in the cache entry's files (:mod:`nsysan.stored`).
     """
     key = None if census or cache.root() is None else cache.entry_key(db.path, source, host)
-    hit = cache.lookup(key) if key else None
+    on_disk = [f"{_TABLE_PREFIX}{name}" for name in STORED_TABLES] if store_host else []
+    hit = cache.lookup(key, on_disk) if key else None
     if hit is not None:
         db.notes.extend(hit.notes)
         read = _from_frames(hit.frames)
@@ -129,6 +133,8 @@ def _read_file(
         read = _read_tables(db, source, host, census)
         if key:
             cache.store(key, db.path, _as_frames(read), db.notes[notes_before:])
+            for name, table in cache.left_on_disk(key, on_disk).items():
+                read.tables[name.removeprefix(_TABLE_PREFIX)] = table
     if not launch_config:
         read.tables["kernels"] = read.tables["kernels"].drop(_LAUNCH_DIMS, strict=False)
     return read
@@ -276,15 +282,26 @@ def load_trace(
     paths: str | Path | Sequence[str | Path],
     launch_config: bool = True,
     nsys_path: str | Path | None = None,
+    store_host_tables: bool = False,
 ) -> model.Trace:
     """Load exports (one file, or one per rank/node) as one trace on one timeline.
 
     ``launch_config=False`` leaves the kernels' grid/block sizes out (null); only the
     Nsight Compute join needs them, and they are a quarter of a kernel row. Nsight
     Systems reports (``.nsys-rep``, ``.qdrep``) are exported first, with ``nsys_path``
-    or the nsys on PATH (:mod:`nsysan.ingest.nsysrep`).
+    or the nsys on PATH (:mod:`nsysan.ingest.nsysrep`). ``store_host_tables``: a file's
+    CUDA API, NVTX, OS-runtime or scheduling table of at least
+    :data:`nsysan.stored.STORE_MIN_ROWS` rows stays in the table cache's files, read by
+    each analysis as it needs it (:class:`nsysan.stored.StoredTable`); without the cache,
+    every table is in memory.
     """
-    trace, _ = _load(paths, launch_config=launch_config, census=None, nsys_path=nsys_path)
+    trace, _ = _load(
+        paths,
+        launch_config=launch_config,
+        census=None,
+        nsys_path=nsys_path,
+        store_host=store_host_tables,
+    )
     return trace
 
 
@@ -313,6 +330,7 @@ def _load(
     launch_config: bool,
     census: CensusMode | None,
     nsys_path: str | Path | None,
+    store_host: bool = False,
 ) -> tuple[model.Trace, dict[str, TableCensus]]:
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -334,7 +352,7 @@ def _load(
             ),
         )
         files = [
-            _read_file(dbs[i], src, infos[i].host, launch_config, census)
+            _read_file(dbs[i], src, infos[i].host, launch_config, census, store_host)
             for src, i in enumerate(order)
         ]
     finally:
@@ -383,13 +401,18 @@ def _assemble(
         {"source": list(range(len(files))), "offset_ns": offsets},
         schema={"source": pl.Int32, "offset_ns": pl.Int64},
     )
-    tables: dict[str, pl.DataFrame] = {}
+    tables: dict[str, HostTable] = {}
     for name, schema in model.TABLE_SCHEMAS.items():
         if name in ("gpus", "sources"):
             continue
         # Taken out of the files' tables: each file's frame is freed once the whole
         # table no longer needs it, not held beside it to the end.
         parts = [f.tables.pop(name) for f in files]
+        if any(isinstance(p, StoredTable) for p in parts):
+            tables[name], dropped = _stored_assembled(name, parts, offset_df, schema)
+            if dropped:
+                notes.append(f"{dropped} {name} row(s) ending before they start were ignored")
+            continue
         df = pl.concat(parts, how="vertical_relaxed") if parts else model.empty_frame(schema)
         if name in ("kernels", "graphs", "memcpy", "memset", "launch_configs", "memory_usage"):
             df = df.with_columns(looked_up(df, device_gpu, ["source", "pid", "device_id"], "gpu"))
@@ -514,10 +537,31 @@ def _host_of(f: _FileTables) -> str | None:
     return str(hosts[0]) if len(hosts) else None
 
 
-def _shift(df: pl.DataFrame, offsets: pl.DataFrame, n_files: int) -> pl.DataFrame:
-    if n_files <= 1 or df.is_empty():
+def _stored_assembled(
+    name: str, parts: list[HostTable], offsets: pl.DataFrame, schema: model.Schema
+) -> tuple[StoredTable, int]:
+    """A host table some files left on disk, as one query on the trace's timeline (what
+    the in-memory path does, planned instead of done), and its inverted rows' count."""
+    query = pl.concat([p.lazy() for p in parts], how="vertical_relaxed")
+    query = _shift(query, offsets, len(parts))
+    inverted = _INVERTED if "end_ns" in query.collect_schema().names() else pl.lit(0)
+    counts = query.select(pl.len(), inverted.sum()).collect()
+    rows, dropped = (int(v or 0) for v in counts.row(0))
+    if dropped:
+        query = query.filter(~_INVERTED)
+    query = model.conform(query, schema)
+    keep = tuple(k for p in parts if isinstance(p, StoredTable) for k in p.keep)
+    table = StoredTable(query=query, height=rows - dropped, schema=pl.Schema(schema), keep=keep)
+    return table, dropped
+
+
+_INVERTED = pl.col("end_ns").is_not_null() & (pl.col("end_ns") < pl.col("start_ns"))
+
+
+def _shift(df: model.FrameT, offsets: pl.DataFrame, n_files: int) -> model.FrameT:
+    if n_files <= 1 or (isinstance(df, pl.DataFrame) and df.is_empty()):
         return df
-    time_cols = [c for c in df.columns if c in validate.TIME_COLUMNS]
+    time_cols = [c for c in df.collect_schema().names() if c in validate.TIME_COLUMNS]
     # Only the time columns are new: a join on the source copied every column.
     offset = pl.col("source").replace_strict(
         offsets["source"], offsets["offset_ns"], default=None, return_dtype=pl.Int64
@@ -529,9 +573,8 @@ def _drop_inverted(df: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """Drop intervals with ``end_ns < start_ns`` (damaged records); count them."""
     if "end_ns" not in df.columns or df.is_empty():
         return df, 0
-    bad = pl.col("end_ns").is_not_null() & (pl.col("end_ns") < pl.col("start_ns"))
-    n_bad = int(df.select(bad.sum()).item())
-    return (df.filter(~bad), n_bad) if n_bad else (df, 0)
+    n_bad = int(df.select(_INVERTED.sum()).item())
+    return (df.filter(~_INVERTED), n_bad) if n_bad else (df, 0)
 
 
 def _identity_notes(files: list[_FileTables]) -> list[str]:
@@ -554,14 +597,15 @@ def _identity_notes(files: list[_FileTables]) -> list[str]:
     return notes
 
 
-def kernel_launch_calls(cuda_api: pl.DataFrame) -> int:
+def kernel_launch_calls(cuda_api: HostTable) -> int:
     """CUDA API calls whose name contains ``Launch`` (kernel and graph launches)."""
-    names = values_matching(cuda_api["name"], "Launch")
-    return cuda_api.filter(is_one_of(pl.col("name"), names)).height
+    calls = lazy_rows(cuda_api)
+    names = values_matching(calls.select(pl.col("name").unique()).collect()["name"], "Launch")
+    return int(calls.filter(is_one_of(pl.col("name"), names)).select(pl.len()).collect().item())
 
 
 def _capabilities(
-    tables: dict[str, pl.DataFrame], counted: dict[str, TableCensus]
+    tables: dict[str, HostTable], counted: dict[str, TableCensus]
 ) -> model.Capabilities:
     present = {
         t: tables[t].height > 0 or (t in counted and counted[t].rows > 0)

@@ -28,15 +28,26 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import polars as pl
 
+from nsysan import stored as stored_tables
 from nsysan.ingest.nsysrep import cache_dir
+from nsysan.stored import RunFolder, StoredTable, stored_scan
 
-__all__ = ["CachedFile", "entry_key", "lookup", "root", "set_enabled", "store"]
+__all__ = [
+    "CachedFile",
+    "entry_key",
+    "left_on_disk",
+    "lookup",
+    "root",
+    "set_enabled",
+    "store",
+]
 
 #: Bumped when an entry's layout changes (the reading code's own hash covers the rest).
 CACHE_FORMAT = 1
@@ -45,6 +56,8 @@ ENV_MAX_GB = "NSYSAN_CACHE_MAX_GB"
 DEFAULT_MAX_GB = 20.0
 _SAMPLE_BYTES = 64 * 1024
 _META = "meta.json"
+# Where a run links the entry files it reads in place (nsysan.stored.RunFolder).
+_RUNS = "runs"
 _OFF_VALUES = frozenset({"0", "off", "no", "false"})
 
 _state = {"disabled": False}
@@ -52,9 +65,10 @@ _state = {"disabled": False}
 
 @dataclass(frozen=True)
 class CachedFile:
-    """One export's frames (by name) and the notes its read left."""
+    """One export's frames (by name; those left on disk are stored tables) and the notes
+    its read left."""
 
-    frames: dict[str, pl.DataFrame]
+    frames: dict[str, pl.DataFrame | StoredTable]
     notes: tuple[str, ...]
 
 
@@ -96,8 +110,12 @@ def entry_key(path: Path, source: int, host: str | None) -> str | None:
     return digest.hexdigest()[:32]
 
 
-def lookup(key: str) -> CachedFile | None:
-    """The entry ``key``, or None (absent, or unreadable: then it is removed)."""
+def lookup(key: str, on_disk: Collection[str] = ()) -> CachedFile | None:
+    """The entry ``key``, or None (absent, or unreadable: then it is removed).
+
+    The frames named in ``on_disk`` that have at least :data:`nsysan.stored.STORE_MIN_ROWS` rows are
+    left on disk (:func:`left_on_disk`); the others are read.
+    """
     folder = root()
     if folder is None:
         return None
@@ -109,11 +127,13 @@ def lookup(key: str) -> CachedFile | None:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if meta.get("format") != CACHE_FORMAT or meta.get("key") != key:
             raise ValueError("another layout")
+        stored = _left_on_disk(entry, [n for n in meta["frames"] if n in on_disk])
         # One chunk per column, as a read from SQLite leaves them: Parquet gives one per
         # row group, and every hand-over of a chunked column to numpy copies it (at 5M
         # kernels the analyses peaked ~0.25 GB higher on the cached tables).
         frames = {
-            name: pl.read_parquet(entry / f"{name}.parquet").rechunk() for name in meta["frames"]
+            name: stored.get(name) or pl.read_parquet(entry / f"{name}.parquet").rechunk()
+            for name in meta["frames"]
         }
         notes = tuple(str(n) for n in meta["notes"])
         os.utime(meta_path)  # last used, for eviction
@@ -121,6 +141,35 @@ def lookup(key: str) -> CachedFile | None:
         shutil.rmtree(entry, ignore_errors=True)
         return None
     return CachedFile(frames=frames, notes=notes)
+
+
+def left_on_disk(key: str, names: Collection[str]) -> dict[str, StoredTable]:
+    """The frames ``names`` of entry ``key`` that have at least :data:`nsysan.stored.STORE_MIN_ROWS`
+    rows, as tables read from the entry's files in place; none where the entry is
+    absent or its files cannot be linked (the caller keeps its frames in memory)."""
+    folder = root()
+    if folder is None or not (folder / key / _META).is_file():
+        return {}
+    return _left_on_disk(folder / key, names)
+
+
+def _left_on_disk(entry: Path, names: Collection[str]) -> dict[str, StoredTable]:
+    try:
+        return _linked(entry, names)
+    except Exception:  # noqa: BLE001 - then the frames stay in memory, as without the cache
+        return {}
+
+
+def _linked(entry: Path, names: Collection[str]) -> dict[str, StoredTable]:
+    rows = {
+        name: int(pl.scan_parquet(entry / f"{name}.parquet").select(pl.len()).collect().item())
+        for name in names
+    }
+    big = [name for name, n in rows.items() if n >= stored_tables.STORE_MIN_ROWS]
+    if not big:
+        return {}
+    run = RunFolder(entry.parent / _RUNS, entry, [f"{name}.parquet" for name in big])
+    return {name: stored_scan(run.path / f"{name}.parquet", run) for name in big}
 
 
 def store(key: str, source_path: Path, frames: dict[str, pl.DataFrame], notes: list[str]) -> None:

@@ -1,0 +1,125 @@
+"""Host event tables kept on disk, read by the rows and columns an analysis asks for.
+
+The CUDA API, NVTX, OS-runtime and scheduling tables of a big trace are most of its
+memory (at 5M kernels of the scale8 workload: 16M CUDA calls and 10M NVTX events,
+~0.9 GB), yet each analysis reads a few of their columns, or the rows of a few
+threads. When the table cache holds them as Parquet (:mod:`nsysan.ingest.cache`),
+:func:`nsysan.ingest.load_trace` with ``store_host_tables=True`` leaves them there: the
+trace holds a :class:`StoredTable`, a query over the files, and each analysis reads
+what it needs (host attribution: one group of feeding threads at a time).
+
+A :class:`StoredTable` answers ``height``, ``schema``, ``columns``, ``lazy()`` and
+``collect()``; :data:`HostTable` is either it or a ``DataFrame``, and
+:func:`lazy_rows` / :func:`collected` read both alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+__all__ = [
+    "STORED_TABLES",
+    "STORE_MIN_ROWS",
+    "HostTable",
+    "RunFolder",
+    "StoredTable",
+    "collected",
+    "lazy_rows",
+]
+
+#: The tables a trace may hold on disk.
+STORED_TABLES = ("cuda_api", "nvtx", "osrt", "sched")
+
+#: A file's table is left on disk from this many rows; a smaller one is read into
+#: memory, where it costs less than the reads of it that each analysis would make.
+STORE_MIN_ROWS = 1_000_000
+
+# A run folder older than this belongs to a run that ended without removing it.
+_STALE_RUN_S = 24 * 3600
+
+
+class RunFolder:
+    """Links to one cache entry's files, removed once no table reads them.
+
+    Hard links: the cache may remove the entry itself (least recently used, or another
+    run's damaged-entry clean-up) while this run still reads it; the links keep the
+    files' data until the folder goes.
+    """
+
+    def __init__(self, runs: Path, entry: Path, names: Iterable[str]) -> None:
+        runs.mkdir(parents=True, exist_ok=True)
+        _remove_stale(runs)
+        self.path = Path(tempfile.mkdtemp(prefix="run.", dir=runs))
+        self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, True)
+        try:
+            for name in names:
+                os.link(entry / name, self.path / name)
+        except OSError:
+            self._finalizer()
+            raise
+
+
+def _remove_stale(runs: Path) -> None:
+    now = time.time()
+    for folder in runs.iterdir():
+        with contextlib.suppress(OSError):
+            if now - folder.stat().st_mtime > _STALE_RUN_S:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass(frozen=True, eq=False)
+class StoredTable:
+    """A model table as a query over Parquet files (and any in-memory parts of a run).
+
+    ``query`` yields the table's rows in order with the model's columns; ``height`` is
+    its row count; ``keep`` holds the :class:`RunFolder` objects whose files it reads.
+    """
+
+    query: pl.LazyFrame
+    height: int
+    schema: pl.Schema
+    keep: tuple[object, ...] = ()
+
+    @property
+    def columns(self) -> list[str]:
+        return self.schema.names()
+
+    def is_empty(self) -> bool:
+        return self.height == 0
+
+    def lazy(self) -> pl.LazyFrame:
+        return self.query
+
+    def collect(self) -> pl.DataFrame:
+        """The whole table in memory (one chunk per column)."""
+        return self.query.collect().rechunk()
+
+
+HostTable = pl.DataFrame | StoredTable
+
+
+def lazy_rows(table: HostTable) -> pl.LazyFrame:
+    """A query over ``table``'s rows, whether in memory or stored."""
+    return table.lazy()
+
+
+def collected(table: HostTable) -> pl.DataFrame:
+    """``table`` in memory (a stored table is read whole)."""
+    return table if isinstance(table, pl.DataFrame) else table.collect()
+
+
+def stored_scan(path: Path, keep: RunFolder) -> StoredTable:
+    """The table in the Parquet file ``path`` (in ``keep``'s folder)."""
+    query = pl.scan_parquet(path)
+    height = int(query.select(pl.len()).collect().item())
+    return StoredTable(query=query, height=height, schema=query.collect_schema(), keep=(keep,))

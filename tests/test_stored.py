@@ -1,0 +1,198 @@
+"""Host tables left on disk (nsysan.stored): the analyses read from them what they read
+from tables in memory, the files outlive their cache entry while a trace reads them and
+go with it, and any failure to leave them there keeps them in memory."""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import REPO, SHARED_TRACES, cori_rank_files
+
+from nsysan import stored
+from nsysan.analysis import analyze
+from nsysan.analyze.host_tables import on_threads, rows_on_threads
+from nsysan.ingest import _stored_assembled, cache, load_trace
+from nsysan.model import CUDA_API, OSRT
+from nsysan.report.document import analysis_document
+from nsysan.settings import Settings
+from nsysan.stored import STORED_TABLES, StoredTable
+
+FIXTURES = REPO / "fixtures"
+
+
+@pytest.fixture
+def cache_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("NSYSAN_CACHE", "on")
+    monkeypatch.setenv("NSYSAN_CACHE_DIR", str(folder))
+    monkeypatch.delenv("NSYSAN_CACHE_MAX_GB", raising=False)
+    cache.set_enabled(True)
+    return folder / "tables"
+
+
+def _inputs(name: str) -> list[Path]:
+    if name == "cori":
+        paths = cori_rank_files()
+    elif name.startswith("T"):
+        paths = [SHARED_TRACES / name / "trace.sqlite"]
+    else:
+        paths = [FIXTURES / f"{name}.sqlite"]
+    if not paths or not all(p.exists() for p in paths):
+        pytest.skip(f"{name} not available")
+    return paths
+
+
+def _document(trace) -> dict:  # type: ignore[no-untyped-def]
+    analysis = analyze(trace, Settings(), detail_tables=True)
+    return analysis_document(analysis, detail="full")
+
+
+def _stored_names(trace) -> list[str]:  # type: ignore[no-untyped-def]
+    return [n for n in STORED_TABLES if isinstance(trace.table(n), StoredTable)]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "T039-gpu-poisson-solver",
+        "cori",
+        "gil-blocked",
+        "cpu-saturated",
+        "serving-graphs-nodes",
+        "request-burst",
+        "pp-bubble",
+    ],
+)
+def test_tables_on_disk_give_the_analysis_of_tables_in_memory(
+    name: str, cache_on: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = _inputs(name)
+    cache.set_enabled(False)
+    in_memory = _document(load_trace(paths))
+    cache.set_enabled(True)
+    monkeypatch.setattr(stored, "STORE_MIN_ROWS", 0)
+    cold = load_trace(paths, store_host_tables=True)  # read from SQLite, then left on disk
+    warm = load_trace(paths, store_host_tables=True)  # from the cache entry
+    for trace in (cold, warm):
+        assert "cuda_api" in _stored_names(trace)
+        assert _document(trace) == in_memory
+
+
+def test_a_run_of_files_some_on_disk(cache_on: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two Cori ranks (5,592 CUDA calls, 29,072 scheduling events each) and T039 (14,100
+    # CUDA calls, no scheduling): between those sizes, each table mixes files on disk
+    # and in memory.
+    paths = [*_inputs("cori")[:2], *_inputs("T039-gpu-poisson-solver")]
+    cache.set_enabled(False)
+    in_memory = load_trace(paths)
+    cache.set_enabled(True)
+    monkeypatch.setattr(stored, "STORE_MIN_ROWS", 10_000)
+    mixed = load_trace(paths, store_host_tables=True)
+    assert _stored_names(mixed) == ["cuda_api", "sched"]
+    for name in STORED_TABLES:
+        table = mixed.table(name)
+        assert table.height == in_memory.table(name).height
+        assert stored.collected(table).equals(in_memory.table(name)), name
+    assert mixed.notes == in_memory.notes
+    assert _document(mixed) == _document(in_memory)
+
+
+def test_small_tables_stay_in_memory(cache_on: Path) -> None:
+    trace = load_trace(_inputs("T039-gpu-poisson-solver"), store_host_tables=True)
+    assert _stored_names(trace) == []
+    assert not (cache_on / "runs").exists()
+
+
+def test_files_outlive_their_entry_and_go_with_the_trace(
+    cache_on: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = _inputs("gil-blocked")
+    monkeypatch.setattr(stored, "STORE_MIN_ROWS", 0)
+    trace = load_trace(paths, store_host_tables=True)
+    expected = {n: stored.collected(trace.table(n)) for n in _stored_names(trace)}
+    assert expected
+    for entry in cache_on.iterdir():  # as eviction or another run's clean-up would
+        if entry.name != "runs":
+            for f in entry.iterdir():
+                f.unlink()
+            entry.rmdir()
+    for name, frame in expected.items():
+        assert stored.collected(trace.table(name)).equals(frame)
+    assert len(list((cache_on / "runs").iterdir())) == 1
+    del trace
+    gc.collect()
+    assert list((cache_on / "runs").iterdir()) == []
+
+
+def test_unlinkable_entry_keeps_tables_in_memory(
+    cache_on: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = _inputs("gil-blocked")
+    monkeypatch.setattr(stored, "STORE_MIN_ROWS", 0)
+
+    def refuse(*_: object) -> None:
+        raise OSError("links not supported")
+
+    monkeypatch.setattr(os, "link", refuse)
+    for _ in range(2):  # a miss, then a hit
+        trace = load_trace(paths, store_host_tables=True)
+        assert _stored_names(trace) == []
+        assert trace.cuda_api.height > 0
+    assert len([p for p in cache_on.iterdir() if p.name != "runs"]) == 1  # entry kept
+
+
+def test_rows_on_threads_reads_what_on_threads_keeps(tmp_path: Path) -> None:
+    rows = pl.DataFrame(
+        {
+            "source": [0, 0, 1, 0, 1, 0],
+            "pid": [5, 5, 5, 7, 5, 5],
+            "tid": [1, 2, 1, 1, 3, 1],
+            "correlation_id": [1, 2, 3, 4, 5, 6],
+            "start_ns": [10, 20, 30, 40, 50, 60],
+            "end_ns": [11, 21, 31, 41, 51, 61],
+            "name": ["a", "b", "c", "d", "e", "f"],
+        },
+        schema=CUDA_API,
+    )
+    path = tmp_path / "t.parquet"
+    rows.write_parquet(path, row_group_size=2)
+    query = pl.scan_parquet(path)
+    table = StoredTable(query=query, height=rows.height, schema=query.collect_schema())
+    for keys in (
+        [(0, 5, 1), (1, 5, 3)],
+        [(0, 5, 1)],
+        [(1, 5, 1), (0, 7, 1), (0, 9, 9)],
+        [(0, 5, -1), (0, 5, 2)],  # a key that does not pack: the join path
+    ):
+        threads = pl.DataFrame(
+            keys, schema={"source": pl.Int32, "pid": pl.Int32, "tid": pl.Int32}, orient="row"
+        ).with_row_index("_th")
+        assert rows_on_threads(table, threads).equals(on_threads(rows, threads))
+        assert rows_on_threads(rows, threads).equals(on_threads(rows, threads))
+
+
+def test_assembled_query_shifts_and_drops_like_the_in_memory_path(tmp_path: Path) -> None:
+    first = pl.DataFrame(
+        {"source": [0, 0], "pid": [1, 1], "tid": [1, 1], "start_ns": [5, 9], "end_ns": [7, 8]},
+    )
+    second = pl.DataFrame(
+        {"source": [1, 1], "pid": [2, 2], "tid": [3, 3], "start_ns": [1, 4], "end_ns": [3, 2]},
+    )
+    path = tmp_path / "first.parquet"
+    first.write_parquet(path)
+    query = pl.scan_parquet(path)
+    on_disk = StoredTable(query=query, height=2, schema=query.collect_schema())
+    offsets = pl.DataFrame(
+        {"source": [0, 1], "offset_ns": [0, 100]},
+        schema={"source": pl.Int32, "offset_ns": pl.Int64},
+    )
+    table, dropped = _stored_assembled("osrt", [on_disk, second], offsets, OSRT)
+    assert dropped == 2  # one inverted row in each file
+    assert table.height == 2
+    got = table.collect()
+    assert got.schema == pl.Schema(OSRT)
+    assert got.select("source", "start_ns", "end_ns").rows() == [(0, 5, 7), (1, 101, 103)]
