@@ -196,3 +196,80 @@ def test_assembled_query_shifts_and_drops_like_the_in_memory_path(tmp_path: Path
     got = table.collect()
     assert got.schema == pl.Schema(OSRT)
     assert got.select("source", "start_ns", "end_ns").rows() == [(0, 5, 7), (1, 101, 103)]
+
+
+def _calls_table() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "source": [0, 0, 0, 1, 0, 0],
+            "pid": [5, 5, 5, 5, 7, 5],
+            "tid": [1, 1, 2, 1, 1, 1],
+            "correlation_id": [10, 11, 11, 10, 10, None],
+            "start_ns": [1, 2, 3, 4, 5, 6],
+            "end_ns": [2, 3, 4, 5, 6, 7],
+            "name": ["cudaLaunchKernel", "cudaMemcpy", "x", "y", "z", "w"],
+        },
+        schema=CUDA_API,
+    )
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_launch_calls_read_are_those_of_the_gaps_keys(wide: bool) -> None:
+    from nsysan.analyze.host_launch import _launch_calls
+
+    calls = _calls_table()
+    ids = [11, 10, None, 99] + ([-(1 << 40)] if wide else [])  # a negative id does not pack
+    found = pl.DataFrame(
+        {
+            "_feed_source": [0, 1, 0, 0] + ([0] if wide else []),
+            "_feed_pid": [5, 5, 5, 5] + ([5] if wide else []),
+            "next_correlation_id": ids,
+        },
+        schema={"_feed_source": pl.Int32, "_feed_pid": pl.Int32, "next_correlation_id": pl.Int64},
+    )
+    got = _launch_calls(calls, found)
+    # Every call of (0, 5, 11), (1, 5, 10), none of (0, 7, 10) or the null id, in table order.
+    assert got["launch_start_ns"].to_list() == [2, 3, 4]
+    assert got.columns == [
+        "next_correlation_id",
+        "_feed_source",
+        "_feed_pid",
+        "tid",
+        "launch_name",
+        "launch_start_ns",
+        "launch_end_ns",
+    ]
+
+
+def test_launch_starts_read_only_the_kernels_calls() -> None:
+    from nsysan.analyze.balance_iterations import _launch_starts
+
+    calls = _calls_table()
+    kernels = pl.DataFrame(
+        {
+            "source": [0, 0, 1],
+            "pid": [5, 5, 5],
+            "correlation_id": [11, 12, 10],
+            "start_ns": [100, 200, 300],
+            "end_ns": [110, 210, 310],
+        },
+        schema={
+            "source": pl.Int32,
+            "pid": pl.Int32,
+            "correlation_id": pl.Int64,
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+        },
+    )
+    expected = (
+        kernels.join(
+            calls.select("source", "pid", "correlation_id", "start_ns"),
+            on=["source", "pid", "correlation_id"],
+        )
+        .select("source", "pid", "start_ns", "end_ns", pl.col("start_ns_right").alias("launch_ns"))
+        .sort("launch_ns")
+    )
+    assert _launch_starts(kernels, calls).equals(expected)
+    on_disk = calls.lazy()
+    stored_calls = StoredTable(query=on_disk, height=calls.height, schema=calls.schema)
+    assert _launch_starts(kernels, stored_calls).equals(expected)

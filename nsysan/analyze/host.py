@@ -121,9 +121,10 @@ from nsysan.analyze.host_tables import (
 )
 from nsysan.analyze.host_timeline import (
     cause_time_per_gap,
+    edge_streams,
     nvtx_ranges,
+    streams_cut,
     text_time_per_gap,
-    timeline_segments,
 )
 from nsysan.analyze.host_transfers import transfer_time
 from nsysan.model import Trace
@@ -533,9 +534,14 @@ def _group_time(
     transfers (``pieces``, of the same gaps), without ``_nvtx_ns``; and
     :func:`text_time_per_gap`.
     """
-    trace = with_rows_on_threads(trace, threads)
-    ranges = nvtx_ranges(trace, threads)
-    segments = timeline_segments(trace, threads, signature, ranges, portions, merge=True)
+    rows = with_rows_on_threads(trace, threads)
+    ranges = nvtx_ranges(rows, threads)
+    streams = edge_streams(rows, threads, signature, ranges, portions)
+    # The group's host rows read from disk are not held while its timelines are cut:
+    # only their edges are read from here on.
+    del rows
+    segments = streams_cut(streams, ranges, with_portions=True, merge=True)
+    del streams
     # Each portion writes to its own slot (its row), not to its gap's: the arrays
     # follow this group's portions, not every gap of the trace.
     gaps = portions["_gap"]

@@ -49,8 +49,10 @@ from nsysan.model import Trace
 __all__ = [
     "cause_time_per_gap",
     "descheduled_intervals",
+    "edge_streams",
     "host_segments",
     "nvtx_ranges",
+    "streams_cut",
     "text_time_per_gap",
     "timeline_segments",
 ]
@@ -147,7 +149,7 @@ def _gil_rows(osrt: pl.DataFrame, thread: pl.Series, signature: pl.DataFrame) ->
     return pl.int_range(pl.len(), dtype=pl.UInt32).is_in(rows.implode())
 
 
-def _edge_streams(
+def edge_streams(
     trace: Trace,
     threads: pl.DataFrame,
     signature: pl.DataFrame,
@@ -297,14 +299,22 @@ def timeline_segments(
     no gap ever looks. With ``merge``, segments are cut only where the cause or the
     range changes (time sums are the same, and there are fewer segments to store).
     """
-    streams = _edge_streams(trace, threads, signature, ranges, portions)
+    streams = edge_streams(trace, threads, signature, ranges, portions)
+    return streams_cut(streams, ranges, portions is not None, merge)
+
+
+def streams_cut(
+    streams: EdgeStreams, ranges: pl.DataFrame, with_portions: bool, merge: bool = False
+) -> Segments:
+    """:func:`timeline_segments` of edges already gathered by :func:`edge_streams` (the
+    host rows they came from need not be held while the timelines are cut)."""
     return cause_segments(
         streams,
         len(HOST_CAUSES),
         HOST_CAUSES.index("nvtx") if ranges.height else -1,
         ranges["_depth"].to_numpy(),
         ranges["_range_end"].to_numpy(),
-        len(HOST_CAUSES) if portions is not None else -1,
+        len(HOST_CAUSES) if with_portions else -1,
         merge,
     )
 
