@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-__all__ = ["PACKED_BITS", "bit_widths", "looked_up", "packed", "packed_key", "unpacked"]
+__all__ = ["PACKED_BITS", "among", "bit_widths", "looked_up", "packed", "packed_key", "unpacked"]
 
 # Integer key columns packed into one Int64, in their order of significance, when
 # they fit in 62 bits (in every real trace: ids are 32-bit, pids under 2^22).
@@ -88,3 +88,20 @@ def looked_up(df: pl.DataFrame, table: pl.DataFrame, keys: Sequence[str], value:
         )
         .alias(value)
     ).to_series()
+
+
+def among(rows: pl.LazyFrame, keys: pl.DataFrame, cols: Sequence[str]) -> pl.LazyFrame:
+    """The ``rows`` whose integer ``cols`` are one of ``keys``' rows, in their order (a
+    semi join): their packed key looked up among the keys', since a join on several
+    columns row-encodes the keys of every row; a join where the keys do not pack.
+
+    For reading a few processes', threads' or calls' rows out of a table on disk.
+    """
+    keys = keys.select(cols).drop_nulls().unique()
+    widths = bit_widths([keys], cols)
+    if widths is None:
+        return rows.join(keys.lazy(), on=list(cols), how="semi", maintain_order="left")
+    fits = pl.all_horizontal(
+        pl.col(c).is_between(0, (1 << w) - 1) for c, w in zip(cols, widths, strict=True)
+    )
+    return rows.filter(fits & packed_key(cols, widths).is_in(packed(keys, cols, widths).implode()))

@@ -1,11 +1,11 @@
-"""Integer keys packed into one: look-ups equal the left joins they replace."""
+"""Integer keys packed into one: look-ups and filters equal the joins they replace."""
 
 from __future__ import annotations
 
 import polars as pl
 import pytest
 
-from nsysan.packing import looked_up
+from nsysan.packing import among, looked_up
 
 
 def _left_join(df: pl.DataFrame, table: pl.DataFrame, keys: list[str], value: str) -> list:
@@ -54,3 +54,24 @@ def test_a_null_key_in_the_table_matches_nothing() -> None:
     table = pl.DataFrame({"a": [1, None], "b": [2, 2], "v": [10, 20]})
     df = pl.DataFrame({"a": [1, None, 0], "b": [2, 2, 2]})
     assert looked_up(df, table, ["a", "b"], "v").to_list() == [10, None, None]
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [[0, 1, 7, 2**32 - 1], [-3, 1, 7, 2**40], [1, 1, 7, 9]],
+    ids=["packed", "negative", "repeated"],
+)
+def test_among_keeps_the_rows_a_semi_join_keeps(ids: list[int]) -> None:
+    keys = pl.DataFrame({"pid": pl.Series([5, 5, 9, None], dtype=pl.Int32), "id": ids})
+    probes = [*ids, 3, None, ids[2] + 2**32]
+    rows = pl.DataFrame(
+        {
+            "pid": pl.Series([p for p in (5, 9, None) for _ in probes], dtype=pl.Int32),
+            "id": [i for _ in (5, 9, None) for i in probes],
+        }
+    ).with_row_index("row")
+    cols = ["pid", "id"]
+    got = among(rows.lazy(), keys, cols).collect()
+    expected = rows.join(keys, on=cols, how="semi", maintain_order="left")
+    assert got.equals(expected)
+    assert got["row"].is_sorted()  # the rows' own order

@@ -214,7 +214,7 @@ def _calls_table() -> pl.DataFrame:
 
 
 @pytest.mark.parametrize("wide", [False, True])
-def test_launch_calls_read_are_those_of_the_gaps_keys(wide: bool) -> None:
+def test_launch_calls_read_from_disk_are_those_of_the_gaps_keys(wide: bool) -> None:
     from nsysan.analyze.host_launch import _launch_calls
 
     calls = _calls_table()
@@ -227,9 +227,12 @@ def test_launch_calls_read_are_those_of_the_gaps_keys(wide: bool) -> None:
         },
         schema={"_feed_source": pl.Int32, "_feed_pid": pl.Int32, "next_correlation_id": pl.Int64},
     )
-    got = _launch_calls(calls, found)
+    on_disk = StoredTable(query=calls.lazy(), height=calls.height, schema=calls.schema)
+    got = _launch_calls(on_disk, found)
     # Every call of (0, 5, 11), (1, 5, 10), none of (0, 7, 10) or the null id, in table order.
     assert got["launch_start_ns"].to_list() == [2, 3, 4]
+    # In memory every call with an id is kept (the look-up picks among them).
+    assert _launch_calls(calls, found)["launch_start_ns"].to_list() == [1, 2, 3, 4, 5]
     assert got.columns == [
         "next_correlation_id",
         "_feed_source",

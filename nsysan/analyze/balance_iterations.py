@@ -38,7 +38,7 @@ from nsysan.analyze.balance_tables import (
 )
 from nsysan.model import CALL_KEYS, Trace
 from nsysan.names import distinct, is_one_of, values_matching
-from nsysan.packing import bit_widths, packed_key
+from nsysan.packing import among, bit_widths, packed_key
 from nsysan.stored import HostTable
 
 __all__ = [
@@ -201,27 +201,20 @@ def _launch_starts(kernels: pl.DataFrame, cuda_api: HostTable) -> pl.DataFrame:
     a join on the three columns row-encoded them for every kernel and every call (at
     5M kernels and 16M calls, +1.6 GB and ~2 s).
     """
-    widths = bit_widths([kernels.select(CALL_KEYS).drop_nulls()], CALL_KEYS)
+    rows = cuda_api.lazy()
+    if not isinstance(cuda_api, pl.DataFrame):
+        # From a table on disk only the calls of the kernels' keys are read: a big
+        # trace's CUDA calls are several times its launches (5M kernels: 16M calls).
+        rows = among(rows, kernels, CALL_KEYS)
+    calls = rows.select(*CALL_KEYS, pl.col(START).alias("launch_ns")).collect()
+    widths = bit_widths([kernels, calls], CALL_KEYS)
     if widths is None:
-        calls = cuda_api.lazy().select(*CALL_KEYS, pl.col(START).alias("launch_ns")).collect()
         joined = kernels.select(*CALL_KEYS, START, END).join(calls, on=CALL_KEYS, how="inner")
     else:
-        # Only the calls of a kernel's keys are read: a big trace's every CUDA call is
-        # several times its launches (5M kernels: 16M calls).
         key = packed_key(CALL_KEYS, widths).alias("_call")
-        fits = pl.all_horizontal(
-            pl.col(c).is_between(0, (1 << w) - 1) for c, w in zip(CALL_KEYS, widths, strict=True)
-        )
-        launched = kernels.select(key)
-        calls = (
-            cuda_api.lazy()
-            .filter(fits & key.is_in(launched.get_column("_call").drop_nulls().unique().implode()))
-            .select(key, pl.col(START).alias("launch_ns"))
-            .collect()
-        )
         joined = (
             kernels.select("source", "pid", key, START, END)
-            .join(calls, on="_call", how="inner")
+            .join(calls.select(key, "launch_ns"), on="_call", how="inner")
             .drop("_call")
         )
     return (

@@ -26,7 +26,7 @@ from nsysan.analyze.host_calls import (
 from nsysan.analyze.host_tables import ENGINE, run_starts
 from nsysan.intervals import sort_if_needed
 from nsysan.model import Trace
-from nsysan.packing import bit_widths, packed, packed_key
+from nsysan.packing import among, bit_widths, packed
 from nsysan.stored import HostTable
 
 __all__ = ["KIND_ORDER", "feeding_launches"]
@@ -143,11 +143,13 @@ _CALL_KEYS = ["_feed_source", "_feed_pid", "next_correlation_id"]
 
 
 def _launch_calls(cuda_api: HostTable, found: pl.DataFrame) -> pl.DataFrame:
-    """CUDA API rows that can be the launch calls of ``found``'s next operations (those
-    with one of their (source, pid, correlation id) keys), named for the gap table.
+    """CUDA API rows that can be the launch calls of ``found``'s next operations, named
+    for the gap table.
 
-    Only those are read: every CUDA call of a big trace is several times the launches
-    its gaps look up (5M kernels: 16M calls, 0.65 GB as a copy).
+    From a table on disk only those with one of their (source, pid, correlation id)
+    keys are read: a big trace's CUDA calls are several times the launches its gaps
+    look up (5M kernels: 16M calls, 0.65 GB read back). In memory the select holds the
+    table's own columns, and the filter would only cost time.
     """
     calls = cuda_api.lazy().select(
         pl.col("correlation_id").alias("next_correlation_id"),
@@ -158,16 +160,8 @@ def _launch_calls(cuda_api: HostTable, found: pl.DataFrame) -> pl.DataFrame:
         pl.col("start_ns").alias("launch_start_ns"),
         pl.col("end_ns").alias("launch_end_ns"),
     )
-    keys = found.select(_CALL_KEYS).drop_nulls().unique()
-    widths = bit_widths([keys], _CALL_KEYS)
-    if widths is None:
-        calls = calls.join(keys.lazy(), on=_CALL_KEYS, how="semi", maintain_order="left")
-    else:
-        fits = pl.all_horizontal(
-            pl.col(c).is_between(0, (1 << w) - 1) for c, w in zip(_CALL_KEYS, widths, strict=True)
-        )
-        wanted = packed(keys, _CALL_KEYS, widths).implode()
-        calls = calls.filter(fits & packed_key(_CALL_KEYS, widths).is_in(wanted))
+    if not isinstance(cuda_api, pl.DataFrame):
+        calls = among(calls, found, _CALL_KEYS)
     return calls.drop_nulls(["next_correlation_id", "launch_start_ns", "launch_end_ns"]).collect(
         engine=ENGINE
     )

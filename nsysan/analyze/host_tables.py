@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from nsysan.model import Trace
-from nsysan.packing import bit_widths, looked_up, packed, packed_key
+from nsysan.packing import among, looked_up
 from nsysan.stored import STORED_TABLES, HostTable, StoredTable
 
 __all__ = [
@@ -66,18 +66,7 @@ def rows_on_threads(table: HostTable, threads: pl.DataFrame) -> pl.DataFrame:
     ``threads`` are read alone (the keys matched as one packed integer)."""
     if isinstance(table, pl.DataFrame):
         return on_threads(table, threads)
-    keys = threads.select(THREAD_KEYS).unique()
-    widths = bit_widths([keys], THREAD_KEYS)
-    if widths is None:
-        rows = table.lazy().join(
-            keys.lazy(), on=list(THREAD_KEYS), how="semi", maintain_order="left"
-        )
-    else:
-        fits = pl.all_horizontal(
-            pl.col(c).is_between(0, (1 << w) - 1) for c, w in zip(THREAD_KEYS, widths, strict=True)
-        )
-        wanted = packed(keys, THREAD_KEYS, widths).implode()
-        rows = table.lazy().filter(fits & packed_key(THREAD_KEYS, widths).is_in(wanted))
+    rows = among(table.lazy(), threads, THREAD_KEYS)
     return rows.collect(engine=ENGINE).rechunk()
 
 
