@@ -54,7 +54,9 @@ def load_run(
     from nsysan.report.jsonout import to_jsonable
 
     with expand_run(paths) as (traces, labels):
-        trace = with_source_labels(load_trace(traces, nsys_path=nsys_path), labels)
+        # Big host tables stay in the table cache's files (nsysan.stored).
+        trace = load_trace(traces, nsys_path=nsys_path, store_host_tables=True)
+        trace = with_source_labels(trace, labels)
     document = analysis_document(analyze(trace, settings, detail_tables=False))
     return to_jsonable(document)  # type: ignore[no-any-return]
 
