@@ -77,3 +77,16 @@ def with_string_names(trace: Any) -> Any:
         for name in model.TABLE_SCHEMAS
     }
     return dataclasses.replace(trace, **tables)
+
+
+@pytest.fixture
+def cache_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """nsysan's table cache turned on, in a fresh folder; returns its ``tables/`` folder."""
+    from nsysan.ingest import cache
+
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("NSYSAN_CACHE", "on")
+    monkeypatch.setenv("NSYSAN_CACHE_DIR", str(folder))
+    monkeypatch.delenv("NSYSAN_CACHE_MAX_GB", raising=False)
+    cache.set_enabled(True)
+    return folder / "tables"

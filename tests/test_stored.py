@@ -24,16 +24,6 @@ from nsysan.stored import STORED_TABLES, StoredTable
 FIXTURES = REPO / "fixtures"
 
 
-@pytest.fixture
-def cache_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("NSYSAN_CACHE", "on")
-    monkeypatch.setenv("NSYSAN_CACHE_DIR", str(folder))
-    monkeypatch.delenv("NSYSAN_CACHE_MAX_GB", raising=False)
-    cache.set_enabled(True)
-    return folder / "tables"
-
-
 def _inputs(name: str) -> list[Path]:
     if name == "cori":
         paths = cori_rank_files()

@@ -21,16 +21,6 @@ OTHER = SHARED_TRACES / "T028-nsight-systems-deep-dive" / "trace.sqlite"
 
 
 @pytest.fixture
-def cache_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("NSYSAN_CACHE", "on")
-    monkeypatch.setenv("NSYSAN_CACHE_DIR", str(folder))
-    monkeypatch.delenv("NSYSAN_CACHE_MAX_GB", raising=False)
-    cache.set_enabled(True)
-    return folder / "tables"
-
-
-@pytest.fixture
 def export(tmp_path: Path) -> Path:
     """A writable copy of a small real export, with one kernel of absurd end time
     (validation drops it with a note, which the cache must keep)."""
