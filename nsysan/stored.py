@@ -9,8 +9,8 @@ trace holds a :class:`StoredTable`, a query over the files, and each analysis re
 what it needs (host attribution: one group of feeding threads at a time).
 
 A :class:`StoredTable` answers ``height``, ``schema``, ``columns``, ``lazy()`` and
-``collect()``; :data:`HostTable` is either it or a ``DataFrame``, and
-:func:`lazy_rows` / :func:`collected` read both alike.
+``collect()``; :data:`HostTable` is either it or a ``DataFrame``: both answer
+``.lazy()``, and :func:`collected` gives either in memory.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ __all__ = [
     "RunFolder",
     "StoredTable",
     "collected",
-    "lazy_rows",
+    "stored_scan",
 ]
 
 #: The tables a trace may hold on disk.
@@ -106,11 +106,6 @@ class StoredTable:
 
 
 HostTable = pl.DataFrame | StoredTable
-
-
-def lazy_rows(table: HostTable) -> pl.LazyFrame:
-    """A query over ``table``'s rows, whether in memory or stored."""
-    return table.lazy()
 
 
 def collected(table: HostTable) -> pl.DataFrame:

@@ -36,7 +36,7 @@ from nsysan.ingest.census import CensusMode, TableCensus
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import is_one_of, values_matching
 from nsysan.packing import looked_up
-from nsysan.stored import STORED_TABLES, HostTable, StoredTable, lazy_rows
+from nsysan.stored import STORED_TABLES, HostTable, StoredTable
 
 __all__ = ["load_trace", "load_census", "kernel_launch_calls", "MISSING_MESSAGES"]
 
@@ -599,7 +599,7 @@ def _identity_notes(files: list[_FileTables]) -> list[str]:
 
 def kernel_launch_calls(cuda_api: HostTable) -> int:
     """CUDA API calls whose name contains ``Launch`` (kernel and graph launches)."""
-    calls = lazy_rows(cuda_api)
+    calls = cuda_api.lazy()
     names = values_matching(calls.select(pl.col("name").unique()).collect()["name"], "Launch")
     return int(calls.filter(is_one_of(pl.col("name"), names)).select(pl.len()).collect().item())
 
