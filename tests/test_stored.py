@@ -266,3 +266,21 @@ def test_launch_starts_read_only_the_kernels_calls() -> None:
     on_disk = calls.lazy()
     stored_calls = StoredTable(query=on_disk, height=calls.height, schema=calls.schema)
     assert _launch_starts(kernels, stored_calls).equals(expected)
+
+
+def test_a_damaged_file_on_disk_is_a_miss(cache_on: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Bytes changed inside a stored file (its footer intact): it would fail to decode
+    # only when an analysis reads it, so its checksum makes it a miss at the look-up.
+    paths = _inputs("gil-blocked")
+    monkeypatch.setattr(stored, "STORE_MIN_ROWS", 0)
+    first = _document(load_trace(paths, store_host_tables=True))
+    (entry,) = [p for p in cache_on.iterdir() if p.name != "runs"]
+    damaged = entry / "table.cuda_api.parquet"
+    with damaged.open("r+b") as fh:
+        fh.seek(damaged.stat().st_size // 3)
+        fh.write(b"\xff" * 64)
+    again = load_trace(paths, store_host_tables=True)  # read from SQLite, stored afresh
+    assert "cuda_api" in _stored_names(again)
+    assert _document(again) == first
+    assert [p for p in cache_on.iterdir() if p.name != "runs"] == [entry]
+    assert pl.read_parquet(damaged).height == again.cuda_api.height  # rewritten whole
