@@ -8,8 +8,7 @@ threads. When the table cache holds them as Parquet (:mod:`nsysan.ingest.cache`)
 trace holds a :class:`StoredTable`, a query over the files, and each analysis reads
 what it needs (host attribution: one group of feeding threads at a time).
 
-A :class:`StoredTable` answers ``height``, ``schema``, ``columns``, ``lazy()`` and
-``collect()``; :data:`HostTable` is either it or a ``DataFrame``: both answer
+A :class:`StoredTable` answers ``height``, ``schema``, ``lazy()`` and ``collect()``; :data:`HostTable` is either it or a ``DataFrame``: both answer
 ``.lazy()``, and :func:`collected` gives either in memory.
 """
 
@@ -90,13 +89,6 @@ class StoredTable:
     schema: pl.Schema
     keep: tuple[object, ...] = ()
 
-    @property
-    def columns(self) -> list[str]:
-        return self.schema.names()
-
-    def is_empty(self) -> bool:
-        return self.height == 0
-
     def lazy(self) -> pl.LazyFrame:
         return self.query
 
@@ -113,8 +105,7 @@ def collected(table: HostTable) -> pl.DataFrame:
     return table if isinstance(table, pl.DataFrame) else table.collect()
 
 
-def stored_scan(path: Path, keep: RunFolder) -> StoredTable:
-    """The table in the Parquet file ``path`` (in ``keep``'s folder)."""
+def stored_scan(path: Path, keep: RunFolder, height: int) -> StoredTable:
+    """The table of ``height`` rows in the Parquet file ``path`` (in ``keep``'s folder)."""
     query = pl.scan_parquet(path)
-    height = int(query.select(pl.len()).collect().item())
     return StoredTable(query=query, height=height, schema=query.collect_schema(), keep=(keep,))

@@ -34,7 +34,7 @@ from nsysan.ingest import (
 )
 from nsysan.ingest.census import CensusMode, TableCensus
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
-from nsysan.names import is_one_of, values_matching
+from nsysan.names import distinct, is_one_of, values_matching
 from nsysan.packing import looked_up
 from nsysan.stored import STORED_TABLES, HostTable, StoredTable
 
@@ -600,7 +600,7 @@ def _identity_notes(files: list[_FileTables]) -> list[str]:
 def kernel_launch_calls(cuda_api: HostTable) -> int:
     """CUDA API calls whose name contains ``Launch`` (kernel and graph launches)."""
     calls = cuda_api.lazy()
-    names = values_matching(calls.select(pl.col("name").unique()).collect()["name"], "Launch")
+    names = values_matching(distinct(calls, "name"), "Launch")
     return int(calls.filter(is_one_of(pl.col("name"), names)).select(pl.len()).collect().item())
 
 

@@ -36,9 +36,9 @@ from pathlib import Path
 
 import polars as pl
 
-from nsysan import stored as stored_tables
+from nsysan import stored
 from nsysan.ingest.nsysrep import cache_dir
-from nsysan.stored import RunFolder, StoredTable, stored_scan
+from nsysan.stored import StoredTable
 
 __all__ = [
     "CachedFile",
@@ -128,12 +128,14 @@ def lookup(key: str, on_disk: Collection[str] = ()) -> CachedFile | None:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if meta.get("format") != CACHE_FORMAT or meta.get("key") != key:
             raise ValueError("another layout")
-        stored = _left_on_disk(entry, [n for n in meta["frames"] if n in on_disk])
+        in_place = _linked(
+            entry, [n for n in meta["frames"] if n in on_disk], sums=meta.get("sums", {})
+        )
         # One chunk per column, as a read from SQLite leaves them: Parquet gives one per
         # row group, and every hand-over of a chunked column to numpy copies it (at 5M
         # kernels the analyses peaked ~0.25 GB higher on the cached tables).
         frames = {
-            name: stored.get(name) or pl.read_parquet(entry / f"{name}.parquet").rechunk()
+            name: in_place.get(name) or pl.read_parquet(entry / f"{name}.parquet").rechunk()
             for name in meta["frames"]
         }
         notes = tuple(str(n) for n in meta["notes"])
@@ -145,47 +147,43 @@ def lookup(key: str, on_disk: Collection[str] = ()) -> CachedFile | None:
 
 
 def left_on_disk(key: str, names: Collection[str]) -> dict[str, StoredTable]:
-    """The frames ``names`` of entry ``key`` that have at least :data:`nsysan.stored.STORE_MIN_ROWS`
-    rows, as tables read from the entry's files in place; none where the entry is
-    absent or its files cannot be linked (the caller keeps its frames in memory)."""
+    """The frames ``names`` of entry ``key`` that have at least
+    :data:`nsysan.stored.STORE_MIN_ROWS` rows, as tables read from the entry's files in
+    place, for the run that has just stored it (its files are not checked again); none
+    where the entry is absent or unreadable (the caller keeps its frames in memory)."""
     folder = root()
-    if folder is None or not (folder / key / _META).is_file():
-        return {}
     try:
-        return _left_on_disk(folder / key, names)
-    except _Damaged:
-        return {}
-
-
-class _Damaged(Exception):
-    """A file of an entry whose bytes are not those written (its checksum differs)."""
-
-
-def _left_on_disk(entry: Path, names: Collection[str]) -> dict[str, StoredTable]:
-    try:
-        return _linked(entry, names)
-    except _Damaged:
-        raise
+        return _linked(folder / key, names, sums=None) if folder else {}
     except Exception:  # noqa: BLE001 - then the frames stay in memory, as without the cache
         return {}
 
 
-def _linked(entry: Path, names: Collection[str]) -> dict[str, StoredTable]:
-    # A file read in place is decoded only as each analysis reads it, too late for a
-    # damaged one to be a miss: its bytes are checked against the sum written with it.
-    sums = json.loads((entry / _META).read_text(encoding="utf-8")).get("sums", {})
+def _linked(
+    entry: Path, names: Collection[str], sums: dict[str, int] | None
+) -> dict[str, StoredTable]:
+    """The frames ``names`` with at least :data:`nsysan.stored.STORE_MIN_ROWS` rows, as
+    tables read in place: their files linked into a run folder (none where links fail).
+
+    With ``sums``, each file is checked against the CRC-32 written with it: a file read
+    in place is decoded only as each analysis reads it, too late for damage to be a miss,
+    so a mismatch raises here, as a damaged entry does.
+    """
     rows = {
         name: int(pl.scan_parquet(entry / f"{name}.parquet").select(pl.len()).collect().item())
         for name in names
     }
-    big = [name for name, n in rows.items() if n >= stored_tables.STORE_MIN_ROWS]
+    big = [name for name, n in rows.items() if n >= stored.STORE_MIN_ROWS]
+    if sums is not None:
+        for name in big:
+            if _file_sum(entry / f"{name}.parquet") != sums.get(name):
+                raise ValueError(f"{name}: not the bytes written")
     if not big:
         return {}
-    for name in big:
-        if _file_sum(entry / f"{name}.parquet") != sums.get(name):
-            raise _Damaged(name)
-    run = RunFolder(entry.parent / _RUNS, entry, [f"{name}.parquet" for name in big])
-    return {name: stored_scan(run.path / f"{name}.parquet", run) for name in big}
+    try:
+        run = stored.RunFolder(entry.parent / _RUNS, entry, [f"{name}.parquet" for name in big])
+    except OSError:
+        return {}
+    return {name: stored.stored_scan(run.path / f"{name}.parquet", run, rows[name]) for name in big}
 
 
 def store(key: str, source_path: Path, frames: dict[str, pl.DataFrame], notes: list[str]) -> None:
