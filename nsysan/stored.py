@@ -105,7 +105,8 @@ def collected(table: HostTable) -> pl.DataFrame:
     return table if isinstance(table, pl.DataFrame) else table.collect()
 
 
-def stored_scan(path: Path, keep: RunFolder, height: int) -> StoredTable:
-    """The table of ``height`` rows in the Parquet file ``path`` (in ``keep``'s folder)."""
-    query = pl.scan_parquet(path)
+def stored_scan(paths: list[Path], keep: RunFolder, height: int) -> StoredTable:
+    """The table of ``height`` rows in the Parquet files ``paths``, one after another
+    (in ``keep``'s folder)."""
+    query = pl.scan_parquet(paths)
     return StoredTable(query=query, height=height, schema=query.collect_schema(), keep=(keep,))

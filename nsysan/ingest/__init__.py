@@ -132,7 +132,13 @@ def _read_file(
         notes_before = len(db.notes)
         read = _read_tables(db, source, host, census)
         if key:
-            cache.store(key, db.path, _as_frames(read), db.notes[notes_before:])
+            cache.store(
+                key,
+                db.path,
+                _as_frames(read),
+                db.notes[notes_before:],
+                by_thread=[f"{_TABLE_PREFIX}{name}" for name in STORED_TABLES],
+            )
             for name, table in cache.left_on_disk(key, on_disk).items():
                 read.tables[name.removeprefix(_TABLE_PREFIX)] = table
     if not launch_config:

@@ -33,6 +33,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 #: Bumped when an entry's layout changes (the reading code's own hash covers the rest).
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 ENV_SWITCH = "NSYSAN_CACHE"
 ENV_MAX_GB = "NSYSAN_CACHE_MAX_GB"
 DEFAULT_MAX_GB = 20.0
@@ -59,6 +60,11 @@ _SAMPLE_BYTES = 64 * 1024
 _META = "meta.json"
 # Where a run links the entry files it reads in place (nsysan.stored.RunFolder).
 _RUNS = "runs"
+# A frame stored by thread (see store) is written in files of this many rows, each in
+# thread order, in row groups of ROW_GROUP_ROWS with their min/max statistics.
+SLICE_ROWS = 1 << 20
+ROW_GROUP_ROWS = 1 << 16
+THREAD_COLUMNS = ("source", "pid", "tid")
 _OFF_VALUES = frozenset({"0", "off", "no", "false"})
 
 _state = {"disabled": False}
@@ -128,14 +134,15 @@ def lookup(key: str, on_disk: Collection[str] = ()) -> CachedFile | None:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if meta.get("format") != CACHE_FORMAT or meta.get("key") != key:
             raise ValueError("another layout")
+        files: dict[str, list[str]] = meta["files"]
         in_place = _linked(
-            entry, [n for n in meta["frames"] if n in on_disk], sums=meta.get("sums", {})
+            entry, meta, [n for n in meta["frames"] if n in on_disk], check=True
         )
         # One chunk per column, as a read from SQLite leaves them: Parquet gives one per
         # row group, and every hand-over of a chunked column to numpy copies it (at 5M
         # kernels the analyses peaked ~0.25 GB higher on the cached tables).
         frames = {
-            name: in_place.get(name) or pl.read_parquet(entry / f"{name}.parquet").rechunk()
+            name: in_place.get(name) or pl.read_parquet([entry / f for f in files[name]]).rechunk()
             for name in meta["frames"]
         }
         notes = tuple(str(n) for n in meta["notes"])
@@ -153,41 +160,56 @@ def left_on_disk(key: str, names: Collection[str]) -> dict[str, StoredTable]:
     where the entry is absent or unreadable (the caller keeps its frames in memory)."""
     folder = root()
     try:
-        return _linked(folder / key, names, sums=None) if folder else {}
+        if folder is None:
+            return {}
+        meta = json.loads((folder / key / _META).read_text(encoding="utf-8"))
+        return _linked(folder / key, meta, names, check=False)
     except Exception:  # noqa: BLE001 - then the frames stay in memory, as without the cache
         return {}
 
 
 def _linked(
-    entry: Path, names: Collection[str], sums: dict[str, int] | None
+    entry: Path, meta: dict[str, Any], names: Collection[str], check: bool
 ) -> dict[str, StoredTable]:
     """The frames ``names`` with at least :data:`nsysan.stored.STORE_MIN_ROWS` rows, as
     tables read in place: their files linked into a run folder (none where links fail).
 
-    With ``sums``, each file is checked against the CRC-32 written with it: a file read
+    With ``check``, each file is checked against the CRC-32 written with it: a file read
     in place is decoded only as each analysis reads it, too late for damage to be a miss,
     so a mismatch raises here, as a damaged entry does.
     """
-    rows = {
-        name: int(pl.scan_parquet(entry / f"{name}.parquet").select(pl.len()).collect().item())
-        for name in names
-    }
-    big = [name for name, n in rows.items() if n >= stored.STORE_MIN_ROWS]
-    if sums is not None:
+    files: dict[str, list[str]] = meta["files"]
+    big = [name for name in names if meta["rows"][name] >= stored.STORE_MIN_ROWS]
+    if check:
         for name in big:
-            if _file_sum(entry / f"{name}.parquet") != sums.get(name):
-                raise ValueError(f"{name}: not the bytes written")
+            for file in files[name]:
+                if _file_sum(entry / file) != meta["sums"].get(file):
+                    raise ValueError(f"{file}: not the bytes written")
     if not big:
         return {}
     try:
-        run = stored.RunFolder(entry.parent / _RUNS, entry, [f"{name}.parquet" for name in big])
+        run = stored.RunFolder(entry.parent / _RUNS, entry, [f for n in big for f in files[n]])
     except OSError:
         return {}
-    return {name: stored.stored_scan(run.path / f"{name}.parquet", run, rows[name]) for name in big}
+    return {
+        name: stored.stored_scan([run.path / f for f in files[name]], run, meta["rows"][name])
+        for name in big
+    }
 
 
-def store(key: str, source_path: Path, frames: dict[str, pl.DataFrame], notes: list[str]) -> None:
-    """Keep ``frames`` and ``notes`` as entry ``key``; silently nothing on any failure."""
+def store(
+    key: str,
+    source_path: Path,
+    frames: dict[str, pl.DataFrame],
+    notes: list[str],
+    by_thread: Collection[str] = (),
+) -> None:
+    """Keep ``frames`` and ``notes`` as entry ``key``; silently nothing on any failure.
+
+    The frames named in ``by_thread`` (tables with ``source, pid, tid`` columns) that
+    have at least :data:`nsysan.stored.STORE_MIN_ROWS` rows are written by thread
+    (:func:`_write_by_thread`): a read of a few threads' rows then decodes only theirs.
+    """
     folder = root()
     if folder is None:
         return
@@ -195,15 +217,22 @@ def store(key: str, source_path: Path, frames: dict[str, pl.DataFrame], notes: l
     try:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".tmp", dir=folder))
+        files = {}
         for name, frame in frames.items():
-            frame.write_parquet(tmp / f"{name}.parquet", compression="lz4", statistics=False)
+            if name in by_thread and frame.height >= stored.STORE_MIN_ROWS:
+                files[name] = _write_by_thread(frame, tmp, name)
+            else:
+                frame.write_parquet(tmp / f"{name}.parquet", compression="lz4", statistics=False)
+                files[name] = [f"{name}.parquet"]
         meta = {
             "format": CACHE_FORMAT,
             "key": key,
             "export": str(source_path),
             "frames": list(frames),
+            "rows": {name: frame.height for name, frame in frames.items()},
+            "files": files,
             "notes": list(notes),
-            "sums": {name: _file_sum(tmp / f"{name}.parquet") for name in frames},
+            "sums": {file: _file_sum(tmp / file) for names in files.values() for file in names},
         }
         (tmp / _META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
         try:
@@ -217,6 +246,25 @@ def store(key: str, source_path: Path, frames: dict[str, pl.DataFrame], notes: l
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write_by_thread(frame: pl.DataFrame, folder: Path, name: str) -> list[str]:
+    """``frame`` as files of :data:`SLICE_ROWS` rows, each sorted by thread (stably, so
+    each thread's rows keep their order), in row groups with min/max statistics.
+
+    Host attribution reads one group of feeding threads at a time; in table order every
+    row group holds rows of every thread, and each read decoded the thread columns of
+    the whole table. Slices, rather than one sort of the table, keep the memory a
+    sort takes to one slice (a sort copies what it sorts). The files' names, in order.
+    """
+    names = []
+    for part, first in enumerate(range(0, max(frame.height, 1), SLICE_ROWS)):
+        file = f"{name}.{part:04d}.parquet"
+        frame.slice(first, SLICE_ROWS).sort(THREAD_COLUMNS, maintain_order=True).write_parquet(
+            folder / file, compression="lz4", statistics=True, row_group_size=ROW_GROUP_ROWS
+        )
+        names.append(file)
+    return names
 
 
 def _file_sum(path: Path) -> int:
