@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, SHARED_TRACES, cori_rank_files
 
@@ -290,3 +291,37 @@ def test_a_damaged_file_on_disk_is_a_miss(cache_on: Path, monkeypatch: pytest.Mo
     assert _document(again) == first
     assert [p for p in cache_on.iterdir() if p.name != "runs"] == [entry]
     assert pl.read_parquet(damaged).height == again.cuda_api.height  # rewritten whole
+
+
+def test_big_tables_are_stored_by_thread(cache_on: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Slices of 4,096 rows (of T039's 14,100 CUDA calls), each in thread order, in row
+    # groups of 512: a group's read skips the row groups of other threads.
+    paths = _inputs("T039-gpu-poisson-solver")
+    monkeypatch.setattr(stored, "STORE_MIN_ROWS", 0)
+    monkeypatch.setattr(cache, "SLICE_ROWS", 4096)
+    monkeypatch.setattr(cache, "ROW_GROUP_ROWS", 512)
+    cache.set_enabled(False)
+    calls = load_trace(paths).cuda_api
+    cache.set_enabled(True)
+    trace = load_trace(paths, store_host_tables=True)
+    (entry,) = [p for p in cache_on.iterdir() if p.name != "runs"]
+    files = sorted(entry.glob("table.cuda_api.*.parquet"))
+    assert len(files) == -(-calls.height // 4096) == 4
+    keys = ["source", "pid", "tid"]
+    for number, file in enumerate(files):
+        part = pl.read_parquet(file)
+        # Each file is its slice of the table, sorted by thread, stably.
+        assert part.equals(calls.slice(number * 4096, 4096).sort(keys, maintain_order=True))
+        metadata = pq.ParquetFile(file).metadata
+        assert metadata.num_row_groups == -(-part.height // 512)
+        assert metadata.row_group(0).column(2).statistics.has_min_max  # tid
+    stored_calls = trace.cuda_api
+    assert isinstance(stored_calls, StoredTable)
+    assert stored.collected(stored_calls).equals(
+        pl.concat([pl.read_parquet(f) for f in files])
+    )
+    # Every thread's rows read alone are its rows in the table's order.
+    threads = calls.select(keys).unique().sort(keys)
+    assert threads.height > 1
+    for thread in threads.with_columns(pl.lit(0, dtype=pl.Int32).alias("_th")).iter_slices(1):
+        assert rows_on_threads(stored_calls, thread).equals(on_threads(calls, thread))
