@@ -317,9 +317,7 @@ def test_big_tables_are_stored_by_thread(cache_on: Path, monkeypatch: pytest.Mon
         assert metadata.row_group(0).column(2).statistics.has_min_max  # tid
     stored_calls = trace.cuda_api
     assert isinstance(stored_calls, StoredTable)
-    assert stored.collected(stored_calls).equals(
-        pl.concat([pl.read_parquet(f) for f in files])
-    )
+    assert stored.collected(stored_calls).equals(pl.concat([pl.read_parquet(f) for f in files]))
     # Every thread's rows read alone are its rows in the table's order.
     threads = calls.select(keys).unique().sort(keys)
     assert threads.height > 1

@@ -393,8 +393,9 @@ def _add_overlaps(  # type: ignore[no-untyped-def]
 ):
     """Adds each portion's overlap with every segment to its cause's row (and the range row)."""
     in_range = out.shape[0] - 1
+    hints = seg_bounds[:-1].copy()
     for p in range(len(thread)):
-        i, hi = _first_meeting(seg_bounds, seg_end, thread[p], start[p])
+        i, hi = _first_meeting(seg_bounds, seg_end, thread[p], start[p], hints)
         while i < hi and seg_start[i] < end[p]:
             overlap = min(seg_end[i], end[p]) - max(seg_start[i], start[p])
             if overlap > 0:
@@ -506,10 +507,22 @@ def _text_of(range_rows, range_codes, crossing_code, k):  # type: ignore[no-unty
 
 
 @_compiled
-def _first_meeting(seg_bounds, seg_end, th, start):  # type: ignore[no-untyped-def]
-    """The first segment of thread ``th`` ending after ``start``, and its thread's end row."""
+def _first_meeting(seg_bounds, seg_end, th, start, hints):  # type: ignore[no-untyped-def]
+    """The first segment of thread ``th`` ending after ``start``, and its thread's end row.
+
+    Gallops from the segment the thread's previous search found (``hints[th]``, updated;
+    start with each thread's first row): portions come in about time order, so a search
+    costs the log of the distance from there, in memory the last one touched, instead
+    of a binary search over the thread's millions of segments (twice as fast at 5M gaps).
+    """
     lo, hi = seg_bounds[th], seg_bounds[th + 1]
-    return lo + np.searchsorted(seg_end[lo:hi], start, side="right"), hi
+    if lo == hi:
+        return lo, hi
+    row = last_at_or_before(seg_end, lo, hi, min(hints[th], hi - 1), start)
+    if seg_end[row] <= start:
+        row += 1
+    hints[th] = row
+    return row, hi
 
 
 @_compiled
@@ -519,8 +532,9 @@ def _texts_met(  # type: ignore[no-untyped-def]
     """Distinct texts per portion: its rows in the output."""
     rows = np.zeros(len(p_th), dtype=np.int64)
     seen = np.empty(0, dtype=np.int64)
+    hints = seg_bounds[:-1].copy()
     for p in range(len(p_th)):
-        i, hi = _first_meeting(seg_bounds, end, p_th[p], p_start[p])
+        i, hi = _first_meeting(seg_bounds, end, p_th[p], p_start[p], hints)
         first = i
         while i < hi and start[i] < p_end[p]:
             i += 1
@@ -564,8 +578,9 @@ def _text_totals(  # type: ignore[no-untyped-def]
     covered = np.zeros(total, dtype=np.int64)
     counted_ns = np.zeros(total, dtype=np.int64)
     out = 0
+    hints = seg_bounds[:-1].copy()
     for p in range(len(p_th)):
-        i, hi = _first_meeting(seg_bounds, end, p_th[p], p_start[p])
+        i, hi = _first_meeting(seg_bounds, end, p_th[p], p_start[p], hints)
         n = 0  # texts of this portion so far: rows out .. out + n
         while i < hi and start[i] < p_end[p]:
             o = min(end[i], p_end[p]) - max(start[i], p_start[p])

@@ -135,9 +135,7 @@ def lookup(key: str, on_disk: Collection[str] = ()) -> CachedFile | None:
         if meta.get("format") != CACHE_FORMAT or meta.get("key") != key:
             raise ValueError("another layout")
         files: dict[str, list[str]] = meta["files"]
-        in_place = _linked(
-            entry, meta, [n for n in meta["frames"] if n in on_disk], check=True
-        )
+        in_place = _linked(entry, meta, [n for n in meta["frames"] if n in on_disk], check=True)
         # One chunk per column, as a read from SQLite leaves them: Parquet gives one per
         # row group, and every hand-over of a chunked column to numpy copies it (at 5M
         # kernels the analyses peaked ~0.25 GB higher on the cached tables).
