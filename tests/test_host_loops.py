@@ -12,7 +12,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from nsysan import compiled as compiled_module
-from nsysan.analyze import host_loops
+from nsysan.analyze import host_text_loops
 from nsysan.analyze.host_loops import (
     CROSSING,
     OUTSIDE,
@@ -290,7 +290,9 @@ def test_time_per_text_sums_the_instants_of_each_portion(
     def text(row: int) -> int:
         return int(codes[row]) if row >= 0 else crossing
 
-    portion, named, covered, counted = host_loops.time_per_text(segments, codes, crossing, 1, por)
+    portion, named, covered, counted = host_text_loops.time_per_text(
+        segments, codes, crossing, 1, por
+    )
     got = {
         (int(p), text(r)): (int(c), int(n))
         for p, r, c, n in zip(portion, named, covered, counted, strict=True)

@@ -37,9 +37,9 @@ __all__ = [
     "Segments",
     "cause_segments",
     "first_largest",
+    "first_meeting",
     "last_at_or_before",
     "time_per_cause",
-    "time_per_text",
 ]
 
 
@@ -395,7 +395,7 @@ def _add_overlaps(  # type: ignore[no-untyped-def]
     in_range = out.shape[0] - 1
     hints = seg_bounds[:-1].copy()
     for p in range(len(thread)):
-        i, hi = _first_meeting(seg_bounds, seg_end, thread[p], start[p], hints)
+        i, hi = first_meeting(seg_bounds, seg_end, thread[p], start[p], hints)
         while i < hi and seg_start[i] < end[p]:
             overlap = min(seg_end[i], end[p]) - max(seg_start[i], start[p])
             if overlap > 0:
@@ -471,43 +471,8 @@ def _first_largest(columns, compared, where):  # type: ignore[no-untyped-def]
     return top
 
 
-def time_per_text(
-    segments: Segments,
-    range_codes: np.ndarray,
-    crossing_code: int,
-    counted_cause: int,
-    portions: Sequence[np.ndarray],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per portion and text, the time of the segments with that text inside the portion.
-
-    A segment's text is ``range_codes`` of its innermost range (``crossing_code``
-    where ranges cross); segments in no range are left out. ``counted_cause``: the
-    cause whose time also counts as ``counted_ns``. ``portions``: thread, start,
-    end, in any order and possibly overlapping one another. Returns, one row per
-    (portion, text) met: the portion's row and the innermost range of the first
-    segment with that text (to name it; int32, ``CROSSING`` for crossing ranges),
-    ``covered_ns`` and ``counted_ns``. Each portion searches its
-    thread's segments once and walks the run it meets; no table of (portion,
-    segment) pairs is built.
-    """
-    text = (segments.nvtx_range, np.ascontiguousarray(range_codes), crossing_code)
-    p_th, p_start, p_end = (np.ascontiguousarray(a) for a in portions)
-    seg = (segments.bounds, segments.start, segments.end)
-    rows = _texts_met(*seg, *text, p_th, p_start, p_end)
-    return _text_totals(*seg, *text, segments.cause, counted_cause, p_th, p_start, p_end, rows)
-
-
 @_compiled
-def _text_of(range_rows, range_codes, crossing_code, k):  # type: ignore[no-untyped-def]
-    """The text code of ``range_rows[k]`` (a range row or a marker); OUTSIDE for OUTSIDE."""
-    r = range_rows[k]
-    if r >= 0:
-        return range_codes[r]
-    return crossing_code if r == CROSSING else OUTSIDE
-
-
-@_compiled
-def _first_meeting(seg_bounds, seg_end, th, start, hints):  # type: ignore[no-untyped-def]
+def first_meeting(seg_bounds, seg_end, th, start, hints):  # type: ignore[no-untyped-def]
     """The first segment of thread ``th`` ending after ``start``, and its thread's end row.
 
     Gallops from the segment the thread's previous search found (``hints[th]``, updated;
@@ -523,81 +488,3 @@ def _first_meeting(seg_bounds, seg_end, th, start, hints):  # type: ignore[no-un
         row += 1
     hints[th] = row
     return row, hi
-
-
-@_compiled
-def _texts_met(  # type: ignore[no-untyped-def]
-    seg_bounds, start, end, seg_range, range_codes, crossing_code, p_th, p_start, p_end
-):
-    """Distinct texts per portion: its rows in the output."""
-    rows = np.zeros(len(p_th), dtype=np.int64)
-    seen = np.empty(0, dtype=np.int64)
-    hints = seg_bounds[:-1].copy()
-    for p in range(len(p_th)):
-        i, hi = _first_meeting(seg_bounds, end, p_th[p], p_start[p], hints)
-        first = i
-        while i < hi and start[i] < p_end[p]:
-            i += 1
-        if len(seen) < i - first:
-            seen = np.empty(2 * (i - first), dtype=np.int64)
-        n = 0
-        for k in range(first, i):
-            if seg_range[k] == OUTSIDE or min(end[k], p_end[p]) <= max(start[k], p_start[p]):
-                continue
-            text = _text_of(seg_range, range_codes, crossing_code, k)
-            known = False
-            for m in range(n):
-                if seen[m] == text:
-                    known = True
-                    break
-            if not known:
-                seen[n] = text
-                n += 1
-        rows[p] = n
-    return rows
-
-
-@_compiled
-def _text_totals(  # type: ignore[no-untyped-def]
-    seg_bounds,
-    start,
-    end,
-    seg_range,
-    range_codes,
-    crossing_code,
-    seg_cause,
-    counted_cause,
-    p_th,
-    p_start,
-    p_end,
-    rows,
-):
-    total = rows.sum()
-    portion = np.empty(total, dtype=np.int32)
-    named_range = np.empty(total, dtype=np.int32)
-    covered = np.zeros(total, dtype=np.int64)
-    counted_ns = np.zeros(total, dtype=np.int64)
-    out = 0
-    hints = seg_bounds[:-1].copy()
-    for p in range(len(p_th)):
-        i, hi = _first_meeting(seg_bounds, end, p_th[p], p_start[p], hints)
-        n = 0  # texts of this portion so far: rows out .. out + n
-        while i < hi and start[i] < p_end[p]:
-            o = min(end[i], p_end[p]) - max(start[i], p_start[p])
-            if o > 0 and seg_range[i] != OUTSIDE:
-                text = _text_of(seg_range, range_codes, crossing_code, i)
-                at = -1
-                for m in range(n):
-                    if _text_of(named_range, range_codes, crossing_code, out + m) == text:
-                        at = out + m
-                        break
-                if at < 0:
-                    at = out + n
-                    n += 1
-                    portion[at], named_range[at] = p, seg_range[i]
-                covered[at] += o
-                if seg_cause[i] == counted_cause:
-                    counted_ns[at] += o
-            i += 1
-        out += n
-    return portion, named_range, covered, counted_ns

@@ -33,7 +33,6 @@ from nsysan.analyze.host_loops import (
     Segments,
     cause_segments,
     time_per_cause,
-    time_per_text,
 )
 from nsysan.analyze.host_tables import (
     ENGINE,
@@ -44,6 +43,7 @@ from nsysan.analyze.host_tables import (
     thread_numbers,
     with_rows_on_threads,
 )
+from nsysan.analyze.host_text_loops import time_per_text
 from nsysan.model import Trace
 
 __all__ = [
