@@ -29,6 +29,7 @@ import polars as pl
 __all__ = [
     "STORED_TABLES",
     "STORE_MIN_ROWS",
+    "THREAD_KEYS",
     "HostTable",
     "RunFolder",
     "StoredTable",
@@ -38,6 +39,10 @@ __all__ = [
 
 #: The tables a trace may hold on disk.
 STORED_TABLES = ("cuda_api", "nvtx", "osrt", "sched")
+
+#: A thread's key columns: the table cache writes those tables in this order
+#: (nsysan.ingest.cache), and host attribution reads them by these keys.
+THREAD_KEYS = ("source", "pid", "tid")
 
 #: A file's table is left on disk from this many rows; a smaller one is read into
 #: memory, where it costs less than the reads of it that each analysis would make.

@@ -361,8 +361,8 @@ def time_per_cause(
     time in segments inside at least one NVTX range, one column per slot (0 for
     slots with no portion).
 
-    Each portion finds the first segment of its thread it meets by binary search and
-    adds up the run of segments it overlaps: the cost follows the segments inside
+    Each portion finds the first segment of its thread it meets (:func:`first_meeting`)
+    and adds up the run of segments it overlaps: the cost follows the segments inside
     portions, not every segment of the threads.
     """
     present = np.flatnonzero(np.bincount(segments.cause, minlength=layer_count))

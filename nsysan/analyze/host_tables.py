@@ -17,7 +17,7 @@ import polars as pl
 
 from nsysan.model import Trace
 from nsysan.packing import among, looked_up
-from nsysan.stored import STORED_TABLES, HostTable, StoredTable
+from nsysan.stored import STORED_TABLES, THREAD_KEYS, HostTable, StoredTable
 
 __all__ = [
     "ENGINE",
@@ -37,8 +37,7 @@ __all__ = [
 # runs them about twice as fast as the streaming one (polars' default).
 ENGINE: Final = "in-memory"
 
-# A thread's key columns, and the column that numbers the feeding threads 0, 1, ...
-THREAD_KEYS = ("source", "pid", "tid")
+# The column that numbers the feeding threads 0, 1, ... (THREAD_KEYS: nsysan.stored).
 THREAD_NUMBER = "_th"
 
 

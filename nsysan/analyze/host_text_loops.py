@@ -2,8 +2,8 @@
 
 For each host portion of a gap, the time inside each NVTX text (the innermost range's
 text of the segments the portion overlaps; :func:`~nsysan.analyze.host_loops.cause_segments`
-cuts the segments). Like the cause loops, each portion searches its thread's segments
-once and walks the run it meets; no table of (portion, segment) pairs is built.
+cuts the segments), with the cause loops' search
+(:func:`~nsysan.analyze.host_loops.first_meeting`).
 """
 
 from __future__ import annotations

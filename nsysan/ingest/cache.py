@@ -61,10 +61,10 @@ _META = "meta.json"
 # Where a run links the entry files it reads in place (nsysan.stored.RunFolder).
 _RUNS = "runs"
 # A frame stored by thread (see store) is written in files of this many rows, each in
-# thread order, in row groups of ROW_GROUP_ROWS with their min/max statistics.
+# thread order (nsysan.stored.THREAD_KEYS), in row groups of ROW_GROUP_ROWS with their
+# min/max statistics.
 SLICE_ROWS = 1 << 20
 ROW_GROUP_ROWS = 1 << 16
-THREAD_COLUMNS = ("source", "pid", "tid")
 _OFF_VALUES = frozenset({"0", "off", "no", "false"})
 
 _state = {"disabled": False}
@@ -258,7 +258,7 @@ def _write_by_thread(frame: pl.DataFrame, folder: Path, name: str) -> list[str]:
     names = []
     for part, first in enumerate(range(0, max(frame.height, 1), SLICE_ROWS)):
         file = f"{name}.{part:04d}.parquet"
-        frame.slice(first, SLICE_ROWS).sort(THREAD_COLUMNS, maintain_order=True).write_parquet(
+        frame.slice(first, SLICE_ROWS).sort(stored.THREAD_KEYS, maintain_order=True).write_parquet(
             folder / file, compression="lz4", statistics=True, row_group_size=ROW_GROUP_ROWS
         )
         names.append(file)
