@@ -12,6 +12,8 @@ from polars.testing import assert_frame_equal
 from nsysan.analyze import host_launch
 from nsysan.analyze.host_calls import (
     MAX_DIRECT_PROCESSES,
+    asked_ids,
+    asked_rows,
     direct_call_rows,
     direct_call_table,
     find_rows,
@@ -71,6 +73,27 @@ def test_direct_table_finds_the_preferred_call(
     got = direct_call_rows(lookup, *_arrays(queries, 3))
     best = _preferred(calls)
     assert got.tolist() == [best.get(q, -1) for q in queries]
+
+
+@hsettings(deadline=None)
+@given(st.lists(_call, max_size=30), st.lists(_query, max_size=40))
+def test_asked_rows_are_the_calls_with_an_asked_key(
+    asked: list[tuple[int, int, int, int, int]], calls: list[tuple[int, int, int]]
+) -> None:
+    keys = [a[:3] for a in asked]
+    table = asked_ids(*_arrays(keys, 3), max_slots=10_000)
+    assert table is not None
+    got = asked_rows(table, *_arrays(calls, 3))
+    assert got.tolist() == [c in set(keys) for c in calls]
+
+
+def test_asked_ids_refuse_sparse_ids_and_too_many_processes() -> None:
+    ids = np.array([0, 10**9], dtype=np.int64)
+    zeros = np.zeros(2, dtype=np.int64)
+    assert asked_ids(zeros, zeros, ids, max_slots=1_000) is None
+    pids = np.arange(MAX_DIRECT_PROCESSES + 1, dtype=np.int64)
+    same = np.zeros(len(pids), dtype=np.int64)
+    assert asked_ids(same, pids, same, max_slots=1_000) is None
 
 
 def test_direct_table_refuses_sparse_ids_and_too_many_processes() -> None:

@@ -210,16 +210,25 @@ def _calls_table() -> pl.DataFrame:
     )
 
 
-@pytest.mark.parametrize("wide", [False, True])
-def test_launch_calls_read_from_disk_are_those_of_the_gaps_keys(wide: bool) -> None:
+@pytest.mark.parametrize(
+    ("wide", "slice_rows"), [(False, 1 << 21), (True, 1 << 21), (False, 2), ("sparse", 4)]
+)
+def test_launch_calls_read_from_disk_are_those_of_the_gaps_keys(
+    wide: bool | str, slice_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nsysan.analyze import host_launch
     from nsysan.analyze.host_launch import _launch_calls
 
+    # Slices of 2 rows test the calls' keys a slice at a time; an id far above the
+    # others leaves no table of asked ids, and the packed keys are looked up instead.
+    monkeypatch.setattr(host_launch, "_ASKED_SLICE_ROWS", slice_rows)
     calls = _calls_table()
-    ids = [11, 10, None, 99] + ([-(1 << 40)] if wide else [])  # a negative id does not pack
+    extra = {True: [-(1 << 40)], "sparse": [1 << 45]}.get(wide, [])  # a negative id does not pack
+    ids = [11, 10, None, 99, *extra]
     found = pl.DataFrame(
         {
-            "_feed_source": [0, 1, 0, 0] + ([0] if wide else []),
-            "_feed_pid": [5, 5, 5, 5] + ([5] if wide else []),
+            "_feed_source": [0, 1, 0, 0] + [0] * len(extra),
+            "_feed_pid": [5, 5, 5, 5] + [5] * len(extra),
             "next_correlation_id": ids,
         },
         schema={"_feed_source": pl.Int32, "_feed_pid": pl.Int32, "next_correlation_id": pl.Int64},

@@ -8,6 +8,10 @@ each look-up in one read, in two passes over the calls and none over a sort
 (:func:`direct_call_table`, :func:`direct_call_rows`). Where the ids are sparse or the
 processes many, the calls' keys packed into one integer are sorted and searched
 (:func:`gather_sorted`, :func:`find_rows`).
+
+Reading a table on disk, only the calls that some look-up asks for are kept: the
+asked ids marked in a table of one byte per id (:func:`asked_ids`), each slice of
+calls tested against it (:func:`asked_rows`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from nsysan.compiled import compiled as _compiled
 
 __all__ = [
     "MAX_DIRECT_PROCESSES",
+    "asked_ids",
+    "asked_rows",
     "direct_call_rows",
     "direct_call_table",
     "find_rows",
@@ -89,6 +95,24 @@ def _fill_table(source, pid, ids, start, end, processes, count, low, base, table
             table[slot] = i
 
 
+def _id_layout(
+    source: np.ndarray, pid: np.ndarray, ids: np.ndarray, max_slots: int
+) -> tuple[np.ndarray, int, np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """The processes of the keys, their count, each one's lowest and highest id and
+    first slot, and the slots in all: one slot per id of each process's range. None
+    beyond :data:`MAX_DIRECT_PROCESSES` processes or ``max_slots`` slots."""
+    processes, low, high, count = _id_ranges(source, pid, ids)
+    if count < 0:
+        return None
+    processes, low, high = processes[:count], low[:count], high[:count]
+    sizes = high - low + 1
+    slots = int(sizes.sum())
+    if slots > max_slots:
+        return None
+    base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    return processes, count, low, high, base, slots
+
+
 def direct_call_table(
     source: np.ndarray,
     pid: np.ndarray,
@@ -104,16 +128,12 @@ def direct_call_table(
     call has that id). None when the processes are more than
     :data:`MAX_DIRECT_PROCESSES` or the ranges need more than ``max_slots`` slots.
     """
-    processes, low, high, count = _id_ranges(source, pid, ids)
-    if count < 0:
+    layout = _id_layout(source, pid, ids, max_slots)
+    if layout is None:
         return None
-    processes, low, high = processes[:count], low[:count], high[:count]
-    sizes = high - low + 1
-    if int(sizes.sum()) > max_slots:
-        return None
-    base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    processes, count, low, high, base, slots = layout
     row_type = np.int32 if len(ids) < np.iinfo(np.int32).max else np.int64
-    table = np.full(int(sizes.sum()), -1, dtype=row_type)
+    table = np.full(slots, -1, dtype=row_type)
     _fill_table(source, pid, ids, start, end, processes, count, low, base, table)
     return processes, low, high, base, table
 
@@ -175,3 +195,56 @@ def find_rows(table, rows, queries):  # type: ignore[no-untyped-def]
         if table[at] == queries[k]:
             found[k] = rows[at]
     return found
+
+
+@_compiled
+def _mark_ids(source, pid, ids, processes, count, low, base, marks):  # type: ignore[no-untyped-def]
+    at = -1
+    for i in range(len(ids)):
+        at = _process_at(processes, count, _process_key(source[i], pid[i]), at)
+        marks[base[at] + ids[i] - low[at]] = 1
+
+
+def asked_ids(
+    source: np.ndarray, pid: np.ndarray, ids: np.ndarray, max_slots: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The (source, pid, id) keys asked for (non-negative; no nulls) as a table of one
+    byte per id of each process's range, 1 where asked; laid out as
+    :func:`direct_call_table`'s. None when the processes are more than
+    :data:`MAX_DIRECT_PROCESSES` or the ranges need more than ``max_slots`` slots.
+    """
+    layout = _id_layout(source, pid, ids, max_slots)
+    if layout is None:
+        return None
+    processes, count, low, high, base, slots = layout
+    marks = np.zeros(slots, dtype=np.uint8)
+    _mark_ids(source, pid, ids, processes, count, low, base, marks)
+    return processes, low, high, base, marks
+
+
+@_compiled
+def _is_asked(processes, low, high, base, marks, source, pid, ids):  # type: ignore[no-untyped-def]
+    asked = np.zeros(len(ids), dtype=np.bool_)
+    count = len(processes)
+    at = -1
+    for k in range(len(ids)):
+        if source[k] < 0 or pid[k] < 0:
+            continue
+        hit = _process_at(processes, count, _process_key(source[k], pid[k]), at)
+        if hit < 0:
+            continue
+        at = hit
+        if low[at] <= ids[k] <= high[at] and marks[base[at] + ids[k] - low[at]]:
+            asked[k] = True
+    return asked
+
+
+def asked_rows(
+    asked: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    source: np.ndarray,
+    pid: np.ndarray,
+    ids: np.ndarray,
+) -> np.ndarray:
+    """Per call (source, pid, id; -1 for a missing value), whether :func:`asked_ids`
+    marked its key."""
+    return _is_asked(*asked, source, pid, ids)
