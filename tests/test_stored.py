@@ -8,6 +8,7 @@ import gc
 import os
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
@@ -210,18 +211,12 @@ def _calls_table() -> pl.DataFrame:
     )
 
 
-@pytest.mark.parametrize(
-    ("wide", "slice_rows"), [(False, 1 << 21), (True, 1 << 21), (False, 2), ("sparse", 4)]
-)
-def test_launch_calls_read_from_disk_are_those_of_the_gaps_keys(
-    wide: bool | str, slice_rows: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from nsysan.analyze import host_launch
+@pytest.mark.parametrize("wide", [False, True, "sparse"])
+def test_launch_calls_read_from_disk_are_those_of_the_gaps_keys(wide: bool | str) -> None:
     from nsysan.analyze.host_launch import _launch_calls
 
-    # Slices of 2 rows test the calls' keys a slice at a time; an id far above the
-    # others leaves no table of asked ids, and the packed keys are looked up instead.
-    monkeypatch.setattr(host_launch, "_ASKED_SLICE_ROWS", slice_rows)
+    # An id far above the others leaves no table of asked ids: the packed keys are
+    # looked up instead.
     calls = _calls_table()
     extra = {True: [-(1 << 40)], "sparse": [1 << 45]}.get(wide, [])  # a negative id does not pack
     ids = [11, 10, None, 99, *extra]
@@ -332,3 +327,45 @@ def test_big_tables_are_stored_by_thread(cache_on: Path, monkeypatch: pytest.Mon
     assert threads.height > 1
     for thread in threads.with_columns(pl.lit(0, dtype=pl.Int32).alias("_th")).iter_slices(1):
         assert rows_on_threads(stored_calls, thread).equals(on_threads(calls, thread))
+
+
+def test_launch_calls_of_a_long_table_on_disk_keep_the_asked_in_order() -> None:
+    # Enough rows for the streaming engine to test them in many batches, behind a filter
+    # (as a table whose inverted rows are dropped is read).
+    from nsysan.analyze.host_launch import _launch_calls
+
+    rng = np.random.default_rng(3)
+    n = 400_000
+    calls = pl.DataFrame(
+        {
+            "source": rng.integers(0, 2, n),
+            "pid": rng.choice([5, 9], n),
+            "tid": rng.integers(1, 4, n),
+            "correlation_id": rng.integers(0, n // 2, n),
+            "start_ns": np.arange(n),
+            "end_ns": np.arange(n) + 1 - (np.arange(n) % 97 == 0) * 5,
+            "name": ["cudaLaunchKernel"] * n,
+        },
+        schema=CUDA_API,
+    )
+    kept = calls.filter(pl.col("end_ns") >= pl.col("start_ns"))
+    on_disk = StoredTable(
+        query=calls.lazy().filter(pl.col("end_ns") >= pl.col("start_ns")),
+        height=kept.height,
+        schema=calls.schema,
+    )
+    found = pl.DataFrame(
+        {
+            "_feed_source": rng.integers(0, 2, 50_000),
+            "_feed_pid": rng.choice([5, 9, 11], 50_000),
+            "next_correlation_id": rng.integers(0, n, 50_000),
+        },
+        schema={"_feed_source": pl.Int32, "_feed_pid": pl.Int32, "next_correlation_id": pl.Int64},
+    )
+    asked = found.rename(
+        {"_feed_source": "source", "_feed_pid": "pid", "next_correlation_id": "correlation_id"}
+    )
+    expected = kept.join(asked.unique(), on=["source", "pid", "correlation_id"], how="semi")
+    got = _launch_calls(on_disk, found)
+    assert 0 < got.height < kept.height
+    assert got["launch_start_ns"].to_list() == expected["start_ns"].to_list()
