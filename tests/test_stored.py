@@ -164,7 +164,9 @@ def test_rows_on_threads_reads_what_on_threads_keeps(tmp_path: Path) -> None:
         [(0, 5, 1), (1, 5, 3)],
         [(0, 5, 1)],
         [(1, 5, 1), (0, 7, 1), (0, 9, 9)],
-        [(0, 5, -1), (0, 5, 2)],  # a key that does not pack: the join path
+        [(0, 5, -1), (0, 5, 2)],  # a key that does not pack
+        [],  # no feeding thread
+        [(s, 5, t) for s in (0, 1) for t in range(20)],  # more than 32: the packed keys
     ):
         threads = pl.DataFrame(
             keys, schema={"source": pl.Int32, "pid": pl.Int32, "tid": pl.Int32}, orient="row"

@@ -77,12 +77,14 @@ def rows_on_threads(table: HostTable, threads: pl.DataFrame) -> pl.DataFrame:
     if isinstance(table, pl.DataFrame):
         return on_threads(table, threads)
     keys = threads.select(THREAD_KEYS).unique(maintain_order=True)
-    if keys.height <= _FEW_THREADS and not keys.null_count().sum_horizontal().item():
+    if keys.is_empty():
+        rows = table.lazy().clear()
+    elif keys.height <= _FEW_THREADS and not keys.null_count().sum_horizontal().item():
         one_of = pl.any_horizontal(
             pl.all_horizontal(pl.col(c) == value for c, value in zip(THREAD_KEYS, key, strict=True))
             for key in keys.iter_rows()
         )
-        rows = table.lazy().filter(one_of) if keys.height else table.lazy().clear()
+        rows = table.lazy().filter(one_of)
     else:
         rows = among(table.lazy(), threads, THREAD_KEYS)
     return rows.collect(engine=ENGINE).rechunk()
