@@ -222,23 +222,6 @@ def asked_ids(
     return processes, low, high, base, marks
 
 
-@_compiled
-def _is_asked(processes, low, high, base, marks, source, pid, ids):  # type: ignore[no-untyped-def]
-    asked = np.zeros(len(ids), dtype=np.bool_)
-    count = len(processes)
-    at = -1
-    for k in range(len(ids)):
-        if source[k] < 0 or pid[k] < 0:
-            continue
-        hit = _process_at(processes, count, _process_key(source[k], pid[k]), at)
-        if hit < 0:
-            continue
-        at = hit
-        if low[at] <= ids[k] <= high[at] and marks[base[at] + ids[k] - low[at]]:
-            asked[k] = True
-    return asked
-
-
 def asked_rows(
     asked: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     source: np.ndarray,
@@ -247,4 +230,5 @@ def asked_rows(
 ) -> np.ndarray:
     """Per call (source, pid, id; -1 for a missing value), whether :func:`asked_ids`
     marked its key."""
-    return _is_asked(*asked, source, pid, ids)
+    # The marks are a table of 0 and 1: the direct look-up reads them, -1 off its ranges.
+    return direct_call_rows(asked, source, pid, ids) == 1
