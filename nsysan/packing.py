@@ -90,14 +90,30 @@ def looked_up(df: pl.DataFrame, table: pl.DataFrame, keys: Sequence[str], value:
     ).to_series()
 
 
+#: Up to this many keys, :func:`among` tests them column by column.
+FEW_KEYS = 32
+
+
 def among(rows: pl.LazyFrame, keys: pl.DataFrame, cols: Sequence[str]) -> pl.LazyFrame:
     """The ``rows`` whose integer ``cols`` are one of ``keys``' rows, in their order (a
     semi join): their packed key looked up among the keys', since a join on several
     columns row-encodes the keys of every row; a join where the keys do not pack.
 
-    For reading a few processes', threads' or calls' rows out of a table on disk.
+    For reading a few processes', threads' or calls' rows out of a table on disk. Up
+    to :data:`FEW_KEYS` keys are tested column by column, which a Parquet scan also
+    tests against each row group's statistics: a main thread's 4M CUDA calls at 5M
+    kernels (stored by thread) read in 0.16 s, against 0.33 s by the packed key.
     """
-    keys = keys.select(cols).drop_nulls().unique()
+    keys = keys.select(cols).drop_nulls().unique(maintain_order=True)
+    if keys.is_empty():
+        return rows.clear()
+    if keys.height <= FEW_KEYS:
+        return rows.filter(
+            pl.any_horizontal(
+                pl.all_horizontal(pl.col(c) == v for c, v in zip(cols, key, strict=True))
+                for key in keys.iter_rows()
+            )
+        )
     widths = bit_widths([keys], cols)
     if widths is None:
         return rows.join(keys.lazy(), on=list(cols), how="semi", maintain_order="left")

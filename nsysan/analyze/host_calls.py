@@ -10,8 +10,8 @@ processes many, the calls' keys packed into one integer are sorted and searched
 (:func:`gather_sorted`, :func:`find_rows`).
 
 Reading a table on disk, only the calls that some look-up asks for are kept: the
-asked ids marked in a table of one byte per id (:func:`asked_ids`), each slice of
-calls tested against it (:func:`asked_rows`).
+asked ids marked in a table of one byte per id (:func:`asked_ids`), each batch of
+calls tested against it as it is decoded (:func:`asked_rows`).
 """
 
 from __future__ import annotations
@@ -97,9 +97,8 @@ def _fill_table(source, pid, ids, start, end, processes, count, low, base, table
 
 def _id_layout(
     source: np.ndarray, pid: np.ndarray, ids: np.ndarray, max_slots: int
-) -> tuple[np.ndarray, int, np.ndarray, np.ndarray, np.ndarray, int] | None:
-    """The processes of the keys, their count, each one's lowest and highest id and
-    first slot, and the slots in all: one slot per id of each process's range. None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """The processes of the keys, each one's lowest and highest id and first slot, and the slots in all: one slot per id of each process's range. None
     beyond :data:`MAX_DIRECT_PROCESSES` processes or ``max_slots`` slots."""
     processes, low, high, count = _id_ranges(source, pid, ids)
     if count < 0:
@@ -110,7 +109,7 @@ def _id_layout(
     if slots > max_slots:
         return None
     base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    return processes, count, low, high, base, slots
+    return processes, low, high, base, slots
 
 
 def direct_call_table(
@@ -131,10 +130,10 @@ def direct_call_table(
     layout = _id_layout(source, pid, ids, max_slots)
     if layout is None:
         return None
-    processes, count, low, high, base, slots = layout
+    processes, low, high, base, slots = layout
     row_type = np.int32 if len(ids) < np.iinfo(np.int32).max else np.int64
     table = np.full(slots, -1, dtype=row_type)
-    _fill_table(source, pid, ids, start, end, processes, count, low, base, table)
+    _fill_table(source, pid, ids, start, end, processes, len(processes), low, base, table)
     return processes, low, high, base, table
 
 
@@ -216,9 +215,9 @@ def asked_ids(
     layout = _id_layout(source, pid, ids, max_slots)
     if layout is None:
         return None
-    processes, count, low, high, base, slots = layout
+    processes, low, high, base, slots = layout
     marks = np.zeros(slots, dtype=np.uint8)
-    _mark_ids(source, pid, ids, processes, count, low, base, marks)
+    _mark_ids(source, pid, ids, processes, len(processes), low, base, marks)
     return processes, low, high, base, marks
 
 

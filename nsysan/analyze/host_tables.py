@@ -60,33 +60,13 @@ def on_threads(df: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     return feeding_rows(df, threads).drop(THREAD_NUMBER).collect(engine=ENGINE)
 
 
-# Up to this many threads, a stored table's rows on them are read by one equality
-# test per thread key; beyond, by their packed key.
-_FEW_THREADS = 32
-
-
 def rows_on_threads(table: HostTable, threads: pl.DataFrame) -> pl.DataFrame:
     """:func:`on_threads` of a table in memory or on disk: a stored table's rows on
-    ``threads`` are read alone.
-
-    A few threads (a group of feeding threads: often one) are matched key by key, which
-    the Parquet reader also tests against each row group's statistics: at 5M kernels,
-    a main thread's 4M CUDA calls read in 0.16 s, against 0.33 s with the keys packed
-    into one integer and looked up (:func:`~nsysan.packing.among`), as more threads are.
-    """
+    ``threads`` are read alone (:func:`~nsysan.packing.among`: a group's few threads
+    key by key, which row-group statistics prune)."""
     if isinstance(table, pl.DataFrame):
         return on_threads(table, threads)
-    keys = threads.select(THREAD_KEYS).unique(maintain_order=True)
-    if keys.is_empty():
-        rows = table.lazy().clear()
-    elif keys.height <= _FEW_THREADS and not keys.null_count().sum_horizontal().item():
-        one_of = pl.any_horizontal(
-            pl.all_horizontal(pl.col(c) == value for c, value in zip(THREAD_KEYS, key, strict=True))
-            for key in keys.iter_rows()
-        )
-        rows = table.lazy().filter(one_of)
-    else:
-        rows = among(table.lazy(), threads, THREAD_KEYS)
+    rows = among(table.lazy(), threads, THREAD_KEYS)
     return rows.collect(engine=ENGINE).rechunk()
 
 
