@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import polars as pl
 
@@ -32,6 +34,7 @@ from nsysan.analyze.dashboard import DashboardResult, measure_dashboard
 from nsysan.analyze.dominant import DominantResult, measure_dominant
 from nsysan.analyze.gaps import GapsResult, measure_gaps
 from nsysan.analyze.host import HostResult, attribute_gaps
+from nsysan.analyze.host_sums import steady_cause_sums
 from nsysan.analyze.launch import LaunchResult, measure_launch
 from nsysan.analyze.load import LoadResult, measure_load
 from nsysan.analyze.memory import MemoryResult, measure_memory
@@ -60,7 +63,12 @@ NO_SCHED = (
 # Analyses run at once after busy time and gaps (see analyze()); more threads than cores
 # only overlap their memory peaks (on 2 cores, 2 threads were 5-10% faster than 4 at 5M
 # kernels, benchmarks/README.md).
+R = TypeVar("R")
 ANALYSIS_THREADS = max(1, min(4, os.cpu_count() or 1))
+# Per-event tables that only the full JSON document shows (neither the report nor the
+# diagnosis reads them): without detail_tables they are emptied as soon as their
+# analysis ends, not held while host attribution runs (at 5M kernels, ~0.2 GB).
+_UNREAD_EVENT_TABLES = {"nccl": ("instances", "instance_kernels"), "steps": ("steps",)}
 
 
 @dataclass(frozen=True)
@@ -98,11 +106,22 @@ class Analysis:
     steps: StepsResult | None = None
     # Load over time: bursts, starvation (docs/metrics/load.md).
     load: LoadResult | None = None
+    # Per GPU, the host attribution's gap time in the steady state, per cause
+    # (host_sums.steady_cause_sums): the diagnosis reads its shares.
+    steady_causes: pl.DataFrame | None = None
 
     @property
     def results(self) -> dict[str, object]:
         """The analysis results by name (``None`` for unavailable ones)."""
-        skip = {"trace", "settings", "unavailable", "ncu_path", "dominant", "steady_stagger"}
+        skip = {
+            "trace",
+            "settings",
+            "unavailable",
+            "ncu_path",
+            "dominant",
+            "steady_stagger",
+            "steady_causes",
+        }
         return {
             f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip
         }
@@ -138,11 +157,12 @@ def analyze(
 ) -> Analysis:
     """Every analysis of ``trace``; ``ncu`` is a :func:`nsysan.ingest.ncu.read_ncu_csv` table.
 
-    ``detail_tables=False`` leaves out the per-event tables that only the full JSON
-    document shows and nothing else reads (the stagger's per-gap table, a row per gap,
-    the imbalance's bubbles, a row per GPU and iteration, and the host attribution's
-    per-gap launch, class, largest cause and NVTX text: hundreds of MB on millions of
-    kernels); every other result is the same.
+    ``detail_tables=False`` leaves out (empties) the per-event tables that only the full
+    JSON document shows and nothing else reads: the stagger's per-gap table, a row per
+    gap; the imbalance's bubbles, a row per GPU and iteration; the NCCL instances and
+    their kernels; the steps; and the host attribution's per-gap table, once the CPU,
+    load and steady-state cause sums have read it (hundreds of MB on millions of
+    kernels). Every other result is the same.
     """
     settings = settings or Settings()
     unavailable: dict[str, str] = {}
@@ -225,7 +245,9 @@ def analyze(
             settings,
             per_iteration_table=detail_tables,
         )
-        nccl_job = pool.submit(measure_nccl, trace.kernels, busy.intervals, windows)
+        nccl_job = pool.submit(
+            _measured, "nccl", detail_tables, measure_nccl, trace.kernels, busy.intervals, windows
+        )
         views_job = pool.submit(_device_views, trace, busy, settings)
         launch_job = pool.submit(
             measure_launch, trace.kernels, gaps.gaps, windows, trace.launch_configs
@@ -236,6 +258,9 @@ def analyze(
         # running goes on beside it.
         steady_job = pool.submit(_steady_state, gaps, windows, settings)
         steps_job = pool.submit(
+            _measured,
+            "steps",
+            detail_tables,
             measure_steps,
             trace.nvtx,
             _gpu_processes(trace),
@@ -294,6 +319,12 @@ def analyze(
     )
     if memory is None:
         unavailable["memory"] = NO_MEMORY
+    steady_causes = None
+    if host is not None:
+        steady_causes = steady_cause_sums(host.gaps, dominant.per_gpu)
+        if not detail_tables:
+            # Read above (CPU, load, steady-state causes); the summary omits it.
+            host = dataclasses.replace(host, gaps=host.gaps.clear())
     return Analysis(
         trace=trace,
         settings=settings,
@@ -318,7 +349,17 @@ def analyze(
         memory=memory,
         steps=steps,
         load=load,
+        steady_causes=steady_causes,
     )
+
+
+def _measured(name: str, detail_tables: bool, measure: Callable[..., R], *args: object) -> R:
+    """``measure(*args)``, without its :data:`_UNREAD_EVENT_TABLES` unless ``detail_tables``."""
+    result = measure(*args)
+    if detail_tables or result is None:
+        return result
+    unread = _UNREAD_EVENT_TABLES[name]
+    return dataclasses.replace(result, **{f: getattr(result, f).clear() for f in unread})  # type: ignore[type-var]
 
 
 def _gpu_processes(trace: Trace) -> pl.DataFrame:

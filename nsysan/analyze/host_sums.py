@@ -13,7 +13,7 @@ import polars as pl
 
 from nsysan.analyze.host_causes import CAUSE_LABELS, CAUSES, HOST_SIDE_CAUSES, PRIMARY_CLASSES
 
-__all__ = ["long_shares", "nvtx_table", "per_gpu_sums", "texts_per_gpu"]
+__all__ = ["long_shares", "nvtx_table", "per_gpu_sums", "steady_cause_sums", "texts_per_gpu"]
 
 
 def per_gpu_sums(
@@ -59,6 +59,32 @@ def per_gpu_sums(
             "dominant_cause",
         )
         .sort("gpu")
+    )
+
+
+def steady_cause_sums(gaps: pl.DataFrame, steady_starts: pl.DataFrame) -> pl.DataFrame:
+    """Per GPU, the gap time from its steady state's start on: ``gpu, gap_ns, <cause>_ns``.
+
+    ``gaps``: :attr:`HostResult.gaps`; ``steady_starts``: ``gpu, steady_start_ns``
+    (:attr:`DominantResult.per_gpu`). A gap counts when it starts at or after its GPU's
+    steady start; a GPU without such a gap has no row.
+    """
+    cause_ns = [f"{c}_ns" for c in CAUSES if f"{c}_ns" in gaps.columns]
+    starts = steady_starts.drop_nulls("steady_start_ns")
+    steady_start = (
+        pl.col("gpu")
+        .cast(pl.Int64)
+        .replace_strict(
+            starts["gpu"].cast(pl.Int64), starts["steady_start_ns"].cast(pl.Int64), default=None
+        )
+    )
+    return (
+        gaps.lazy()
+        .filter(pl.col("start_ns") >= steady_start)
+        .group_by(pl.col("gpu").cast(pl.Int32))
+        .agg(pl.col("duration_ns").sum().alias("gap_ns"), *(pl.col(c).sum() for c in cause_ns))
+        .sort("gpu")
+        .collect()
     )
 
 

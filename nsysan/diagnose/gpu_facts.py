@@ -107,9 +107,12 @@ def _covered(gaps: pl.DataFrame, busy: pl.DataFrame) -> int:
     return int(np.sum(upto(g_end) - upto(g_start)))
 
 
-def _cause_shares(host_gaps: pl.DataFrame, gpu: int, steady_start: int) -> dict[str, float]:
-    rows = host_gaps.filter((pl.col("gpu") == gpu) & (pl.col("start_ns") >= steady_start))
-    total = float(rows["duration_ns"].sum() or 0)
+def _cause_shares(steady_causes: pl.DataFrame | None, gpu: int) -> dict[str, float]:
+    """Each cause's share of ``gpu``'s steady-state gap time (:attr:`Analysis.steady_causes`)."""
+    if steady_causes is None:
+        return {}
+    rows = steady_causes.filter(pl.col("gpu") == gpu)
+    total = float(rows["gap_ns"].sum() or 0)
     if total <= 0:
         return {}
     cols = [f"{c}_ns" for c in CAUSES if f"{c}_ns" in rows.columns]
@@ -168,9 +171,7 @@ def gather_gpu_facts(analysis: Analysis) -> tuple[GpuFacts, ...]:
                 median_kernel_ns=None if median is None else int(median),
                 median_gap_ns=r["median_gap_ns"],
                 small_gap_share=small / steady_gap if steady_gap > 0 else None,
-                causes=_cause_shares(analysis.host.gaps, g, steady_start)
-                if analysis.host is not None
-                else {},
+                causes=_cause_shares(analysis.steady_causes, g),
                 gr_active_share=gr,
                 sm_active_share=sm,
                 copy_gap_share=_covered(mine, copies.filter(pl.col("gpu") == g)) / steady_gap
