@@ -1,7 +1,5 @@
 """The ``nsysan`` console script: the CLI, with a Ctrl-C while it loads ending quietly.
 
-The process is nsysan's own: the C allocator is tuned first (:mod:`nsysan.allocator`).
-
 Loading polars, numba and the analyses takes about a second; an interrupt then would
 otherwise print a traceback before :func:`nsysan.cli.main` could catch it.
 """
@@ -14,10 +12,6 @@ INTERRUPTED_EXIT = 130
 
 
 def main() -> None:
-    from nsysan.allocator import tune_c_allocator
-
-    # Before any thread of the analyses allocates (nsysan.allocator says why).
-    tune_c_allocator()
     try:
         from nsysan.cli import main as cli_main
     except KeyboardInterrupt:

@@ -55,9 +55,6 @@ def init_worker(threads: int) -> None:
 
     os.environ.setdefault("POLARS_MAX_THREADS", str(threads))
     os.environ.setdefault("NUMBA_NUM_THREADS", str(threads))
-    from nsysan.allocator import tune_c_allocator
-
-    tune_c_allocator(threads)  # a worker process is nsysan's own, as the CLI's is
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     if sys.platform.startswith("linux"):
