@@ -997,13 +997,13 @@ def test_thread_groups_offered_to_the_pool_give_the_same_result(
     gaps = measure_gaps(busy.intervals, busy.summary, busy.keys)
     alone = attribute_gaps(trace, gaps.gaps, settings, gaps.keys, per_gap_detail=detail)
     groups: list[int] = []
-    group_time = host_module._group_time
+    group_time = host_module.thread_group_time
 
     def counted(*args: Any) -> Any:
         groups.append(1)
         return group_time(*args)
 
-    monkeypatch.setattr(host_module, "_group_time", counted)
+    monkeypatch.setattr(host_module, "thread_group_time", counted)
     # As analysis.py calls it: from inside one of the pool's own workers.
     with ThreadPoolExecutor(max_workers=workers) as pool:
         beside = pool.submit(

@@ -107,6 +107,7 @@ from nsysan.analyze.host_causes import (
 from nsysan.analyze.host_gil import gil_threads
 from nsysan.analyze.host_launch import KIND_ORDER, feeding_launches
 from nsysan.analyze.host_loops import first_largest
+from nsysan.analyze.host_slices import thread_group_time
 from nsysan.analyze.host_sums import long_shares, nvtx_table, per_gpu_sums, texts_per_gpu
 from nsysan.analyze.host_tables import (
     ENGINE,
@@ -117,14 +118,6 @@ from nsysan.analyze.host_tables import (
     rows_on_threads,
     run_starts,
     thread_groups,
-    with_rows_on_threads,
-)
-from nsysan.analyze.host_timeline import (
-    cause_time_per_gap,
-    edge_streams,
-    nvtx_ranges,
-    streams_cut,
-    text_time_per_gap,
 )
 from nsysan.analyze.host_transfers import transfer_time
 from nsysan.model import Trace
@@ -218,7 +211,9 @@ def _gap_table(
     trace: Trace, gaps: pl.DataFrame, keys: list[str], has_api: bool, slack_ns: int
 ) -> pl.DataFrame:
     """The gaps, numbered (``_gap``) and classified, with their next operation and launch."""
-    numbered = gaps.select(*keys, "start_ns", "end_ns").with_row_index("_gap")
+    # The gaps' own length column, when they have one, is shared, not computed again.
+    length = ["duration_ns"] if "duration_ns" in gaps.columns else []
+    numbered = gaps.select(*keys, "start_ns", "end_ns", *length).with_row_index("_gap")
     # Only what the look-ups need goes through them; back in gap order, the result
     # sits beside the gaps.
     found = feeding_launches(trace, numbered.select("_gap", *keys, "end_ns"), keys).drop(
@@ -286,8 +281,8 @@ def _split(
     no_host_data: bool,
     carved: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, frozenset[str]]:
-    """Adds ``duration_ns``, ``<cause>_ns`` for every cause and, with the per-gap NVTX
-    ``text_time``, ``cause`` and ``nvtx_text``.
+    """Adds ``duration_ns`` (unless there), ``<cause>_ns`` for every cause and, with the
+    per-gap NVTX ``text_time``, ``cause`` and ``nvtx_text``.
 
     ``carved`` (:func:`~nsysan.analyze.host_transfers.transfer_time`) has the transfer
     time of the gaps that meet one, in all (``_t_gap``), in its host portion
@@ -330,7 +325,11 @@ def _split(
     detail = text_time is not None
     split = (
         table.with_columns(
-            (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
+            *(
+                []
+                if "duration_ns" in table.columns
+                else [(pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns")]
+            ),
             *(pl.Series(name, values) for name, values in per_cause.items()),
             *(_carved_columns(carved, table.height) if carved is not None else []),
             *([_nvtx_texts(table["_gap"], text_time)] if text_time is not None else []),
@@ -451,7 +450,7 @@ def attribute_gaps(
     def group_time(members: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray], pl.DataFrame]:
         group, (group_portions, group_pieces) = in_group(threads, members, [portions, pieces])
         assert group_portions is not None
-        group_spent, group_texts = _group_time(
+        group_spent, group_texts = thread_group_time(
             trace, group, signature, group_portions, group_pieces
         )
         if not per_gap_detail:
@@ -519,40 +518,3 @@ def attribute_gaps(
         unavailable=tuple(f"{CAUSE_LABELS[c]}: {why}" for c, why in missing.items()),
         unavailable_causes=tuple(missing),
     )
-
-
-def _group_time(
-    trace: Trace,
-    threads: pl.DataFrame,
-    signature: pl.DataFrame,
-    portions: pl.DataFrame,
-    pieces: pl.DataFrame | None,
-) -> tuple[dict[str, np.ndarray], pl.DataFrame]:
-    """The host causes' time of the ``portions`` on ``threads``, and their NVTX texts' time.
-
-    Per portion, in their order: :func:`cause_time_per_gap` less the time under
-    transfers (``pieces``, of the same gaps), without ``_nvtx_ns``; and
-    :func:`text_time_per_gap`.
-    """
-    rows = with_rows_on_threads(trace, threads)
-    ranges = nvtx_ranges(rows, threads)
-    streams = edge_streams(rows, threads, signature, ranges, portions)
-    # The group's host rows read from disk are not held while its timelines are cut:
-    # only their edges are read from here on.
-    del rows
-    segments = streams_cut(streams, ranges, with_portions=True, merge=True)
-    del streams
-    # Each portion writes to its own slot (its row), not to its gap's: the arrays
-    # follow this group's portions, not every gap of the trace.
-    gaps = portions["_gap"]
-    slots = pl.int_range(pl.len(), dtype=gaps.dtype).alias("_gap")
-    spent = cause_time_per_gap(portions.with_columns(slots), segments, portions.height)
-    if pieces is not None and pieces.height:
-        # Portions are in gap order: a piece's slot is its gap's place among them.
-        slot = np.searchsorted(gaps.to_numpy(), pieces["_gap"].to_numpy())
-        in_slots = pieces.with_columns(pl.Series("_gap", slot).cast(gaps.dtype))
-        for name, values in cause_time_per_gap(in_slots, segments, portions.height).items():
-            spent[name] = spent.get(name, np.zeros(portions.height, dtype=np.int64)) - values
-    # Only portions with time inside NVTX ranges need the costlier interval join.
-    in_ranges = portions.filter(spent.pop("_nvtx_ns") > 0)
-    return spent, text_time_per_gap(in_ranges, segments, ranges)

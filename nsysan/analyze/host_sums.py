@@ -84,7 +84,9 @@ def steady_cause_sums(gaps: pl.DataFrame, steady_starts: pl.DataFrame) -> pl.Dat
         .group_by(pl.col("gpu").cast(pl.Int32))
         .agg(pl.col("duration_ns").sum().alias("gap_ns"), *(pl.col(c).sum() for c in cause_ns))
         .sort("gpu")
-        .collect()
+        # Streamed: the steady-state rows (most of the gaps) are summed batch by batch,
+        # not filtered into a copy first.
+        .collect(engine="streaming")
     )
 
 

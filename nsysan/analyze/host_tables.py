@@ -27,6 +27,7 @@ __all__ = [
     "in_group",
     "on_threads",
     "rows_on_threads",
+    "Span",
     "run_starts",
     "thread_groups",
     "thread_numbers",
@@ -60,25 +61,47 @@ def on_threads(df: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     return feeding_rows(df, threads).drop(THREAD_NUMBER).collect(engine=ENGINE)
 
 
-def rows_on_threads(table: HostTable, threads: pl.DataFrame) -> pl.DataFrame:
+# A span of time [lo, hi) in ns.
+Span = tuple[int, int]
+
+
+def rows_on_threads(
+    table: HostTable, threads: pl.DataFrame, span: Span | None = None
+) -> pl.DataFrame:
     """:func:`on_threads` of a table in memory or on disk: a stored table's rows on
     ``threads`` are read alone (:func:`~nsysan.packing.among`: a group's few threads
-    key by key, which row-group statistics prune)."""
+    key by key, which row-group statistics prune). With ``span``, only the rows whose
+    time overlaps it (``start_ns < hi``, ``end_ns > lo``)."""
     if isinstance(table, pl.DataFrame):
-        return on_threads(table, threads)
-    rows = among(table.lazy(), threads, THREAD_KEYS)
-    return rows.collect(engine=ENGINE).rechunk()
+        rows = on_threads(table, threads)
+        return rows if span is None else rows.filter(_overlapping(span))
+    query = among(table.lazy(), threads, THREAD_KEYS)
+    if span is not None:
+        query = query.filter(_overlapping(span))
+    return query.collect(engine=ENGINE).rechunk()
 
 
-def with_rows_on_threads(trace: Trace, threads: pl.DataFrame) -> Trace:
-    """``trace`` with its stored host tables read for ``threads`` only: what host
-    attribution reads of one group of feeding threads (tables in memory stay whole)."""
+def _overlapping(span: Span) -> pl.Expr:
+    lo, hi = span
+    return (pl.col("start_ns") < hi) & (pl.col("end_ns") > lo)
+
+
+def with_rows_on_threads(
+    trace: Trace,
+    threads: pl.DataFrame,
+    tables: Sequence[str] = STORED_TABLES,
+    span: Span | None = None,
+) -> Trace:
+    """``trace`` with its host ``tables`` read for ``threads`` only: what host
+    attribution reads of one group of feeding threads. Without ``span``, tables in
+    memory stay whole; with it, every table of ``tables`` is cut to the rows that
+    overlap it (a slice of the group, :mod:`nsysan.analyze.host_slices`)."""
     return dataclasses.replace(
         trace,
         **{
-            name: rows_on_threads(trace.table(name), threads)
-            for name in STORED_TABLES
-            if isinstance(trace.table(name), StoredTable)
+            name: rows_on_threads(trace.table(name), threads, span)
+            for name in tables
+            if span is not None or isinstance(trace.table(name), StoredTable)
         },
     )
 

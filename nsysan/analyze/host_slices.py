@@ -1,0 +1,174 @@
+"""A group of feeding threads attributed in time slices of its host portions.
+
+Part of host attribution (:mod:`nsysan.analyze.host`). A group is attributed from its
+threads' host rows; one process's main thread can hold most of a trace's CUDA calls
+(4M at 5M kernels), so the rows, edges and segments of a group grew with the trace
+(~0.4 GB a group at 5M kernels, ~1 GB at 20M, two groups at once on two cores). Its
+host portions are therefore taken :data:`SLICE_PORTIONS` at a time, in start order,
+and a slice reads only the CUDA API and OS runtime rows that overlap its portions'
+span ``[lo, hi)``.
+
+This is exact, not an approximation: a portion's time per cause and NVTX text comes
+from the segments inside it, and a segment at an instant depends only on the
+intervals open then, which overlap the span, and on the NVTX ranges the sweep
+(:func:`~nsysan.analyze.host_loops.cause_segments`) last saw open at each depth and
+last saw open at all. So a slice keeps the group's ranges (numbered and nested over
+the whole group, :func:`~nsysan.analyze.host_timeline.nvtx_ranges`) that overlap the
+span and, started before it, the last one of each thread and the last one of each
+thread and depth: ranges that cross rather than nest are found as without slices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Final
+
+import numpy as np
+import polars as pl
+
+from nsysan.analyze.host_tables import THREAD_NUMBER, with_rows_on_threads
+from nsysan.analyze.host_timeline import (
+    cause_time_per_gap,
+    edge_streams,
+    nvtx_ranges,
+    streams_cut,
+    text_time_per_gap,
+)
+from nsysan.model import Trace
+
+__all__ = ["SLICE_PORTIONS", "TimeSlice", "ranges_in_slice", "thread_group_time", "time_slices"]
+
+# Host portions per slice: at 5M kernels a main thread's ~1M portions are cut in 4
+# slices, each reading a quarter of its CUDA calls.
+SLICE_PORTIONS: Final = 250_000
+
+# A slice: the rows of its portions (positions in the group's portions) and the span
+# they cover; ``None`` for the one slice of a group small enough to take whole.
+TimeSlice = tuple[np.ndarray, tuple[int, int] | None]
+
+
+def time_slices(portions: pl.DataFrame, size: int | None = None) -> Iterator[TimeSlice]:
+    """The group's ``portions`` (``start_ns, end_ns``) in slices of ``size`` by start.
+
+    Each portion is in one slice; a slice's span runs from its first start to its
+    latest end. One slice without a span when there are no more than ``size``.
+    """
+    size = size or SLICE_PORTIONS
+    if portions.height <= size:
+        yield np.arange(portions.height), None
+        return
+    start = portions["start_ns"].to_numpy()
+    end = portions["end_ns"].to_numpy()
+    order = np.argsort(start, kind="stable")
+    for first in range(0, len(order), size):
+        rows = np.sort(order[first : first + size])
+        yield rows, (int(start[order[first]]), int(end[rows].max()))
+
+
+def ranges_in_slice(ranges: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+    """The NVTX ``ranges`` a slice spanning ``[lo, hi)`` needs, in their order.
+
+    ``ranges``: :func:`~nsysan.analyze.host_timeline.nvtx_ranges` (``_th, start_ns,
+    _range_end, text, _depth``, sorted by thread and start). Those overlapping the
+    span, and of those started before it, the last of each thread and the last of
+    each thread and depth (the module docstring says why).
+    """
+    numbered = ranges.lazy().with_row_index("_range")
+    before = numbered.filter(pl.col("start_ns") < lo)
+    # In range order: a thread's (or depth's) last range is its largest number.
+    last_of_thread = before.group_by(THREAD_NUMBER).agg(pl.col("_range").max())
+    last_at_depth = before.group_by(THREAD_NUMBER, "_depth").agg(pl.col("_range").max())
+    extra = pl.concat([last_of_thread.select("_range"), last_at_depth.select("_range")])
+    inside = (pl.col("start_ns") < hi) & (pl.col("_range_end") > lo)
+    kept = numbered.filter(inside | pl.col("_range").is_in(extra.collect()["_range"].implode()))
+    return kept.sort("_range").drop("_range").collect()
+
+
+def thread_group_time(
+    trace: Trace,
+    threads: pl.DataFrame,
+    signature: pl.DataFrame,
+    portions: pl.DataFrame,
+    pieces: pl.DataFrame | None,
+) -> tuple[dict[str, np.ndarray], pl.DataFrame]:
+    """The host causes' time of the ``portions`` on ``threads``, and their NVTX texts' time.
+
+    Per portion, in their order: :func:`cause_time_per_gap` less the time under
+    transfers (``pieces``, of the same gaps), without ``_nvtx_ns``; and
+    :func:`text_time_per_gap`. A group of more than :data:`SLICE_PORTIONS` portions is
+    cut in time slices; the results are the same.
+    """
+    # NVTX ranges are numbered and nested over the whole group; then only the
+    # scheduling rows (and ranges) of the group stay read beside the slices.
+    group = with_rows_on_threads(trace, threads, ("nvtx", "sched"))
+    ranges = nvtx_ranges(group, threads)
+    group = dataclasses.replace(group, nvtx=group.nvtx.clear())
+    # A piece's slot is its gap's place among the portions (they are in gap order).
+    gaps = portions["_gap"].to_numpy()
+    piece_slot = (
+        np.searchsorted(gaps, pieces["_gap"].to_numpy())
+        if pieces is not None and pieces.height
+        else None
+    )
+    spent: dict[str, np.ndarray] = {}
+    texts = []
+    for rows, span in time_slices(portions):
+        part = portions if span is None else portions[rows]
+        part_ranges = ranges if span is None else ranges_in_slice(ranges, *span)
+        part_spent = _slice_time(
+            with_rows_on_threads(group, threads, ("cuda_api", "osrt"), span),
+            threads,
+            signature,
+            part,
+            part_ranges,
+            _slice_pieces(pieces, piece_slot, rows, portions.height),
+        )
+        for name, values in part_spent[0].items():
+            spent.setdefault(name, np.zeros(portions.height, dtype=np.int64))[rows] = values
+        texts.append(part_spent[1])
+    return spent, pl.concat(texts) if len(texts) > 1 else texts[0]
+
+
+def _slice_pieces(
+    pieces: pl.DataFrame | None, slot: np.ndarray | None, rows: np.ndarray, portions: int
+) -> pl.DataFrame | None:
+    """The ``pieces`` of the portions at ``rows``, their ``_gap`` set to the portion's
+    place among ``rows`` (``slot``: each piece's portion among all ``portions``)."""
+    if pieces is None or slot is None:
+        return None
+    place = np.full(portions, -1, dtype=np.int64)
+    place[rows] = np.arange(len(rows))
+    local = place[slot]
+    kept = local >= 0
+    return pieces.filter(kept).with_columns(
+        pl.Series("_gap", local[kept]).cast(pieces.schema["_gap"])
+    )
+
+
+def _slice_time(
+    rows: Trace,
+    threads: pl.DataFrame,
+    signature: pl.DataFrame,
+    portions: pl.DataFrame,
+    ranges: pl.DataFrame,
+    pieces: pl.DataFrame | None,
+) -> tuple[dict[str, np.ndarray], pl.DataFrame]:
+    """:func:`thread_group_time` of one slice: ``rows`` hold its host rows, ``pieces`` are
+    numbered by their portion's row in ``portions``."""
+    streams = edge_streams(rows, threads, signature, ranges, portions)
+    # The host rows read from disk are not held while the timelines are cut: only
+    # their edges are read from here on.
+    del rows
+    segments = streams_cut(streams, ranges, with_portions=True, merge=True)
+    del streams
+    # Each portion writes to its own slot (its row), not to its gap's: the arrays
+    # follow these portions, not every gap of the trace.
+    slots = pl.int_range(pl.len(), dtype=portions["_gap"].dtype).alias("_gap")
+    spent = cause_time_per_gap(portions.with_columns(slots), segments, portions.height)
+    if pieces is not None and pieces.height:
+        for name, values in cause_time_per_gap(pieces, segments, portions.height).items():
+            spent[name] = spent.get(name, np.zeros(portions.height, dtype=np.int64)) - values
+    # Only portions with time inside NVTX ranges need the costlier interval join.
+    in_ranges = portions.filter(spent.pop("_nvtx_ns") > 0)
+    return spent, text_time_per_gap(in_ranges, segments, ranges)

@@ -1,0 +1,123 @@
+"""A thread group's host portions attributed in time slices give the unsliced result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from test_host import busy_host, launch, make_trace, rng
+
+from nsysan.analyze import host_slices
+from nsysan.analyze.busy import measure_busy
+from nsysan.analyze.gaps import measure_gaps
+from nsysan.analyze.host import HostResult, attribute_gaps
+from nsysan.analyze.host_causes import NVTX_CROSSING
+from nsysan.analyze.host_slices import ranges_in_slice, time_slices
+from nsysan.analyze.transfers import transfer_intervals
+from nsysan.model import Trace
+from nsysan.settings import Settings
+
+
+def _attributed(trace: Trace, detail: bool = True) -> HostResult:
+    settings = Settings()
+    busy = measure_busy(trace, settings)
+    gaps = measure_gaps(busy.intervals, busy.summary, busy.keys)
+    return attribute_gaps(
+        trace,
+        gaps.gaps,
+        settings,
+        gaps.keys,
+        transfers=transfer_intervals(trace),
+        per_gap_detail=detail,
+    )
+
+
+def _assert_same(a: HostResult, b: HostResult) -> None:
+    for name in HostResult.__dataclass_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.equals(y) if isinstance(x, pl.DataFrame) else x == y, name
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 20])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_slices_give_the_unsliced_result(
+    seed: int, size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Three threads with CUDA, OS runtime and sync calls, GIL waits, descheduled time,
+    # memcpys under the gaps, nested push/pop ranges and crossing start/end ranges.
+    trace = busy_host(seed)
+    whole = _attributed(trace)
+    spans: list[Any] = []
+    cut = host_slices.ranges_in_slice
+
+    def counted(ranges: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+        spans.append((lo, hi))
+        return cut(ranges, lo, hi)
+
+    monkeypatch.setattr(host_slices, "SLICE_PORTIONS", size)
+    monkeypatch.setattr(host_slices, "ranges_in_slice", counted)
+    sliced = _attributed(trace)
+    assert len(spans) > 1
+    _assert_same(sliced, whole)
+    assert whole.gaps["nvtx_ns"].sum() > 0 and whole.gaps["gil_wait_ns"].sum() > 0
+
+
+def test_a_crossing_range_ended_before_the_slice_still_decides() -> None:
+    # Two gaps, [10, 400) and [410, 1000), their kernels launched at 350 and 900: two
+    # host portions, one slice each. In the second, after 500 only "c" is open, but
+    # the sweep's candidates are "a" (last opened at depth 1) and "b" (last opened at
+    # all), both ended: crossing time. "b" ended before that slice starts; without it
+    # the slice would take "c" for the segments' range.
+    se = {"event_type": "NvtxStartEndRange"}
+    trace = make_trace(
+        kernels=[
+            {"start_ns": 0, "end_ns": 10, "correlation_id": 1},
+            {"start_ns": 400, "end_ns": 410, "correlation_id": 2},
+            {"start_ns": 1_000, "end_ns": 1_010, "correlation_id": 3},
+        ],
+        cuda_api=[launch(350, 360, 2), launch(900, 910, 3)],
+        nvtx=[rng(100, 500, "a", **se), rng(150, 800, "c", **se), rng(200, 300, "b", **se)],
+    )
+    whole = _attributed(trace)
+    texts = dict(whole.nvtx.select("text", "nvtx_ns").rows())
+    assert texts[NVTX_CROSSING] == 300
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(host_slices, "SLICE_PORTIONS", 1)
+        _assert_same(_attributed(trace), whole)
+
+
+def test_time_slices_take_every_portion_once_in_start_order() -> None:
+    rand = np.random.default_rng(5)
+    start = rand.integers(0, 1_000_000, 1_000)
+    portions = pl.DataFrame({"start_ns": start, "end_ns": start + rand.integers(1, 50_000, 1_000)})
+    slices = list(time_slices(portions, 128))
+    rows = np.concatenate([r for r, _ in slices])
+    assert np.array_equal(np.sort(rows), np.arange(1_000))
+    previous_last = -1
+    for r, span in slices:
+        assert span is not None and len(r) <= 128
+        lo, hi = span
+        part = portions[r]
+        assert part["start_ns"].min() == lo and part["end_ns"].max() == hi
+        assert lo >= previous_last
+        previous_last = int(part["start_ns"].max())
+    (whole,) = time_slices(portions, 1_000)
+    assert whole[1] is None and np.array_equal(whole[0], np.arange(1_000))
+
+
+def test_ranges_in_slice_keeps_the_last_before_it_per_thread_and_depth() -> None:
+    ranges = pl.DataFrame(
+        {
+            "_th": [0, 0, 0, 0, 1, 1],
+            "start_ns": [0, 10, 20, 30, 5, 60],
+            "_range_end": [100, 15, 25, 35, 8, 70],
+            "text": ["outer", "x", "y", "z", "t1", "t1b"],
+            "_depth": [1, 2, 2, 2, 1, 1],
+        }
+    )
+    kept = ranges_in_slice(ranges, 50, 80)
+    # Thread 0: "outer" overlaps; "z", the last opened before 50 and the last at
+    # depth 2. Thread 1: "t1" (last before, depth 1) and "t1b" (overlaps).
+    assert kept["text"].to_list() == ["outer", "z", "t1", "t1b"]
