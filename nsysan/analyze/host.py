@@ -76,6 +76,8 @@ The parts, one module each:
 * :mod:`~nsysan.analyze.host_timeline`: the feeding threads' timelines cut into
   segments of one cause and one innermost NVTX range, and each host portion's time
   per cause and per NVTX text;
+* :mod:`~nsysan.analyze.host_slices`: one group attributed in time slices of its host
+  portions (a big group's rows are read a slice at a time; the result is the same);
 * :mod:`~nsysan.analyze.host_transfers`: gap time under a transfer;
 * :mod:`~nsysan.analyze.host_sums`: the per-GPU sums and shares of the causes and
   the NVTX texts' time;
