@@ -14,7 +14,7 @@ from nsysan.analyze.busy import measure_busy
 from nsysan.analyze.gaps import measure_gaps
 from nsysan.analyze.host import HostResult, attribute_gaps
 from nsysan.analyze.host_causes import NVTX_CROSSING
-from nsysan.analyze.host_slices import ranges_in_slice, time_slices
+from nsysan.analyze.host_slices import range_runs, ranges_in_slice, time_slices
 from nsysan.analyze.transfers import transfer_intervals
 from nsysan.model import Trace
 from nsysan.settings import Settings
@@ -52,9 +52,9 @@ def test_slices_give_the_unsliced_result(
     spans: list[Any] = []
     cut = host_slices.ranges_in_slice
 
-    def counted(ranges: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+    def counted(ranges: pl.DataFrame, runs: Any, lo: int, hi: int) -> pl.DataFrame:
         spans.append((lo, hi))
-        return cut(ranges, lo, hi)
+        return cut(ranges, runs, lo, hi)
 
     monkeypatch.setattr(host_slices, "SLICE_PORTIONS", size)
     monkeypatch.setattr(host_slices, "ranges_in_slice", counted)
@@ -117,7 +117,7 @@ def test_ranges_in_slice_keeps_the_last_before_it_per_thread_and_depth() -> None
             "_depth": [1, 2, 2, 2, 1, 1],
         }
     )
-    kept = ranges_in_slice(ranges, 50, 80)
+    kept = ranges_in_slice(ranges, range_runs(ranges), 50, 80)
     # Thread 0: "outer" overlaps; "z", the last opened before 50 and the last at
     # depth 2. Thread 1: "t1" (last before, depth 1) and "t1b" (overlaps).
     assert kept["text"].to_list() == ["outer", "z", "t1", "t1b"]

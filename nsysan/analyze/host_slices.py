@@ -21,13 +21,15 @@ thread and depth: ranges that cross rather than nest are found as without slices
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 import polars as pl
 
-from nsysan.analyze.host_tables import THREAD_NUMBER, with_rows_on_threads
+from nsysan.analyze.host_tables import THREAD_NUMBER, on_threads, with_rows_on_threads
 from nsysan.analyze.host_timeline import (
     cause_time_per_gap,
     edge_streams,
@@ -37,7 +39,15 @@ from nsysan.analyze.host_timeline import (
 )
 from nsysan.model import Trace
 
-__all__ = ["SLICE_PORTIONS", "TimeSlice", "ranges_in_slice", "thread_group_time", "time_slices"]
+__all__ = [
+    "SLICE_PORTIONS",
+    "RangeRuns",
+    "TimeSlice",
+    "range_runs",
+    "ranges_in_slice",
+    "thread_group_time",
+    "time_slices",
+]
 
 # Host portions per slice: at 5M kernels a main thread's ~1M portions are cut in 4
 # slices, each reading a quarter of its CUDA calls.
@@ -66,23 +76,58 @@ def time_slices(portions: pl.DataFrame, size: int | None = None) -> Iterator[Tim
         yield rows, (int(start[order[first]]), int(end[rows].max()))
 
 
-def ranges_in_slice(ranges: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+@dataclass(frozen=True)
+class RangeRuns:
+    """A group's NVTX ranges as arrays, found per slice by binary search.
+
+    ``threads``: each thread's run ``[a, b)`` of the ranges (sorted by thread, then
+    start); ``depths``: the ranges of each thread and depth, in start order.
+    """
+
+    start: np.ndarray
+    end: np.ndarray
+    threads: list[tuple[int, int]]
+    depths: list[np.ndarray]
+
+
+def range_runs(ranges: pl.DataFrame) -> RangeRuns:
+    """:class:`RangeRuns` of :func:`~nsysan.analyze.host_timeline.nvtx_ranges`."""
+    thread = ranges[THREAD_NUMBER].to_numpy()
+    depth = ranges["_depth"].to_numpy()
+    cuts = [0, *(np.flatnonzero(thread[1:] != thread[:-1]) + 1), len(thread)]
+    runs = list(itertools.pairwise(cuts))
+    depths = []
+    for a, b in runs:
+        # Stable: each depth's ranges stay in start order.
+        order = a + np.argsort(depth[a:b], kind="stable")
+        d = depth[order]
+        edges = [0, *(np.flatnonzero(d[1:] != d[:-1]) + 1), len(d)]
+        depths.extend(order[lo:hi] for lo, hi in itertools.pairwise(edges))
+    return RangeRuns(ranges["start_ns"].to_numpy(), ranges["_range_end"].to_numpy(), runs, depths)
+
+
+def ranges_in_slice(ranges: pl.DataFrame, runs: RangeRuns, lo: int, hi: int) -> pl.DataFrame:
     """The NVTX ``ranges`` a slice spanning ``[lo, hi)`` needs, in their order.
 
     ``ranges``: :func:`~nsysan.analyze.host_timeline.nvtx_ranges` (``_th, start_ns,
-    _range_end, text, _depth``, sorted by thread and start). Those overlapping the
-    span, and of those started before it, the last of each thread and the last of
-    each thread and depth (the module docstring says why).
+    _range_end, text, _depth``, sorted by thread and start), ``runs`` their
+    :func:`range_runs`. Those overlapping the span, and of those started before it,
+    the last of each thread and the last of each thread and depth (the module
+    docstring says why).
     """
-    numbered = ranges.lazy().with_row_index("_range")
-    before = numbered.filter(pl.col("start_ns") < lo)
-    # In range order: a thread's (or depth's) last range is its largest number.
-    last_of_thread = before.group_by(THREAD_NUMBER).agg(pl.col("_range").max())
-    last_at_depth = before.group_by(THREAD_NUMBER, "_depth").agg(pl.col("_range").max())
-    extra = pl.concat([last_of_thread.select("_range"), last_at_depth.select("_range")])
-    inside = (pl.col("start_ns") < hi) & (pl.col("_range_end") > lo)
-    kept = numbered.filter(inside | pl.col("_range").is_in(extra.collect()["_range"].implode()))
-    return kept.sort("_range").drop("_range").collect()
+    start, end = runs.start, runs.end
+    keep = np.zeros(len(start), dtype=bool)
+    for a, b in runs.threads:
+        before, below = a + np.searchsorted(start[a:b], [lo, hi])
+        keep[before:below] = True  # started inside the span (ranges are not empty)
+        keep[a:before] = end[a:before] > lo  # started before it, still open
+        if before > a:
+            keep[before - 1] = True
+    for rows in runs.depths:
+        last = np.searchsorted(start[rows], lo) - 1
+        if last >= 0:
+            keep[rows[last]] = True
+    return ranges.filter(keep)
 
 
 def thread_group_time(
@@ -104,6 +149,17 @@ def thread_group_time(
     group = with_rows_on_threads(trace, threads, ("nvtx", "sched"))
     ranges = nvtx_ranges(group, threads)
     group = dataclasses.replace(group, nvtx=group.nvtx.clear())
+    slices = list(time_slices(portions))
+    if len(slices) > 1:
+        # Tables in memory are cut to the group's threads once, not once per slice.
+        group = dataclasses.replace(
+            group,
+            **{
+                name: on_threads(group.table(name), threads)
+                for name in ("cuda_api", "osrt")
+                if isinstance(group.table(name), pl.DataFrame)
+            },
+        )
     # A piece's slot is its gap's place among the portions (they are in gap order).
     gaps = portions["_gap"].to_numpy()
     piece_slot = (
@@ -111,11 +167,14 @@ def thread_group_time(
         if pieces is not None and pieces.height
         else None
     )
+    runs = range_runs(ranges) if len(slices) > 1 else None
     spent: dict[str, np.ndarray] = {}
     texts = []
-    for rows, span in time_slices(portions):
+    for rows, span in slices:
         part = portions if span is None else portions[rows]
-        part_ranges = ranges if span is None else ranges_in_slice(ranges, *span)
+        part_ranges = (
+            ranges if runs is None or span is None else ranges_in_slice(ranges, runs, *span)
+        )
         part_spent = _slice_time(
             with_rows_on_threads(group, threads, ("cuda_api", "osrt"), span),
             threads,
