@@ -29,7 +29,14 @@ from typing import Final
 import numpy as np
 import polars as pl
 
-from nsysan.analyze.host_tables import THREAD_NUMBER, on_threads, with_rows_on_threads
+from nsysan.analyze.host_tables import (
+    THREAD_NUMBER,
+    Span,
+    on_threads,
+    overlapping,
+    rows_on_threads,
+    with_rows_on_threads,
+)
 from nsysan.analyze.host_timeline import (
     cause_time_per_gap,
     edge_streams,
@@ -52,10 +59,12 @@ __all__ = [
 # Host portions per slice: at 5M kernels a main thread's ~1M portions are cut in 4
 # slices, each reading a quarter of its CUDA calls.
 SLICE_PORTIONS: Final = 250_000
+# The tables a slice reads for its span (NVTX and scheduling rows are the group's).
+_SLICED_TABLES = ("cuda_api", "osrt")
 
 # A slice: the rows of its portions (positions in the group's portions) and the span
 # they cover; ``None`` for the one slice of a group small enough to take whole.
-TimeSlice = tuple[np.ndarray, tuple[int, int] | None]
+TimeSlice = tuple[np.ndarray, Span | None]
 
 
 def time_slices(portions: pl.DataFrame, size: int | None = None) -> Iterator[TimeSlice]:
@@ -156,7 +165,7 @@ def thread_group_time(
             group,
             **{
                 name: on_threads(group.table(name), threads)
-                for name in ("cuda_api", "osrt")
+                for name in _SLICED_TABLES
                 if isinstance(group.table(name), pl.DataFrame)
             },
         )
@@ -176,7 +185,7 @@ def thread_group_time(
             ranges if runs is None or span is None else ranges_in_slice(ranges, runs, *span)
         )
         part_spent = _slice_time(
-            with_rows_on_threads(group, threads, ("cuda_api", "osrt"), span),
+            _rows_in_span(group, threads, span),
             threads,
             signature,
             part,
@@ -187,6 +196,22 @@ def thread_group_time(
             spent.setdefault(name, np.zeros(portions.height, dtype=np.int64))[rows] = values
         texts.append(part_spent[1])
     return spent, pl.concat(texts) if len(texts) > 1 else texts[0]
+
+
+def _rows_in_span(group: Trace, threads: pl.DataFrame, span: Span | None) -> Trace:
+    """``group`` with its CUDA API and OS runtime rows on ``threads`` overlapping ``span``:
+    stored tables are read for them; tables in memory, already cut to the group's
+    threads when there is a span, are filtered."""
+    if span is None:
+        return with_rows_on_threads(group, threads, _SLICED_TABLES)
+    cut = {}
+    for name in _SLICED_TABLES:
+        table = group.table(name)
+        in_memory = isinstance(table, pl.DataFrame)
+        cut[name] = (
+            table.filter(overlapping(span)) if in_memory else rows_on_threads(table, threads, span)
+        )
+    return dataclasses.replace(group, **cut)
 
 
 def _slice_pieces(

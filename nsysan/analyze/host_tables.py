@@ -26,6 +26,7 @@ __all__ = [
     "feeding_rows",
     "in_group",
     "on_threads",
+    "overlapping",
     "rows_on_threads",
     "Span",
     "run_starts",
@@ -74,14 +75,15 @@ def rows_on_threads(
     time overlaps it (``start_ns < hi``, ``end_ns > lo``)."""
     if isinstance(table, pl.DataFrame):
         rows = on_threads(table, threads)
-        return rows if span is None else rows.filter(_overlapping(span))
+        return rows if span is None else rows.filter(overlapping(span))
     query = among(table.lazy(), threads, THREAD_KEYS)
     if span is not None:
-        query = query.filter(_overlapping(span))
+        query = query.filter(overlapping(span))
     return query.collect(engine=ENGINE).rechunk()
 
 
-def _overlapping(span: Span) -> pl.Expr:
+def overlapping(span: Span) -> pl.Expr:
+    """Rows whose time overlaps ``span``: ``start_ns < hi`` and ``end_ns > lo``."""
     lo, hi = span
     return (pl.col("start_ns") < hi) & (pl.col("end_ns") > lo)
 
