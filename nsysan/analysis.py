@@ -47,6 +47,8 @@ from nsysan.model import Trace
 from nsysan.settings import Settings
 from nsysan.stored import collected
 
+R = TypeVar("R")
+
 NO_GPU_WORK = "the trace has no GPU kernels"
 NO_STEPS = (
     "no steps: no NVTX range repeats around each step and no GPU runs a repeating kernel "
@@ -63,7 +65,6 @@ NO_SCHED = (
 # Analyses run at once after busy time and gaps (see analyze()); more threads than cores
 # only overlap their memory peaks (on 2 cores, 2 threads were 5-10% faster than 4 at 5M
 # kernels, benchmarks/README.md).
-R = TypeVar("R")
 ANALYSIS_THREADS = max(1, min(4, os.cpu_count() or 1))
 # Per-event tables that only the full JSON document shows (neither the report nor the
 # diagnosis reads them): without detail_tables they are emptied as soon as their

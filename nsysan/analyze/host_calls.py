@@ -98,8 +98,9 @@ def _fill_table(source, pid, ids, start, end, processes, count, low, base, table
 def _id_layout(
     source: np.ndarray, pid: np.ndarray, ids: np.ndarray, max_slots: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int] | None:
-    """The processes of the keys, each one's lowest and highest id and first slot, and the slots in all: one slot per id of each process's range. None
-    beyond :data:`MAX_DIRECT_PROCESSES` processes or ``max_slots`` slots."""
+    """The processes of the keys, each one's lowest and highest id and first slot, and
+    the slots in all: one slot per id of each process's range. None beyond
+    :data:`MAX_DIRECT_PROCESSES` processes or ``max_slots`` slots."""
     processes, low, high, count = _id_ranges(source, pid, ids)
     if count < 0:
         return None

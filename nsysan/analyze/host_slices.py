@@ -33,8 +33,6 @@ from nsysan.analyze.host_tables import (
     THREAD_NUMBER,
     Span,
     on_threads,
-    overlapping,
-    rows_on_threads,
     with_rows_on_threads,
 )
 from nsysan.analyze.host_timeline import (
@@ -159,7 +157,9 @@ def thread_group_time(
     ranges = nvtx_ranges(group, threads)
     group = dataclasses.replace(group, nvtx=group.nvtx.clear())
     slices = list(time_slices(portions))
+    runs = None
     if len(slices) > 1:
+        runs = range_runs(ranges)
         # Tables in memory are cut to the group's threads once, not once per slice.
         group = dataclasses.replace(
             group,
@@ -176,7 +176,6 @@ def thread_group_time(
         if pieces is not None and pieces.height
         else None
     )
-    runs = range_runs(ranges) if len(slices) > 1 else None
     spent: dict[str, np.ndarray] = {}
     texts = []
     for rows, span in slices:
@@ -185,7 +184,7 @@ def thread_group_time(
             ranges if runs is None or span is None else ranges_in_slice(ranges, runs, *span)
         )
         part_spent = _slice_time(
-            _rows_in_span(group, threads, span),
+            with_rows_on_threads(group, threads, _SLICED_TABLES, span),
             threads,
             signature,
             part,
@@ -196,22 +195,6 @@ def thread_group_time(
             spent.setdefault(name, np.zeros(portions.height, dtype=np.int64))[rows] = values
         texts.append(part_spent[1])
     return spent, pl.concat(texts) if len(texts) > 1 else texts[0]
-
-
-def _rows_in_span(group: Trace, threads: pl.DataFrame, span: Span | None) -> Trace:
-    """``group`` with its CUDA API and OS runtime rows on ``threads`` overlapping ``span``:
-    stored tables are read for them; tables in memory, already cut to the group's
-    threads when there is a span, are filtered."""
-    if span is None:
-        return with_rows_on_threads(group, threads, _SLICED_TABLES)
-    cut = {}
-    for name in _SLICED_TABLES:
-        table = group.table(name)
-        in_memory = isinstance(table, pl.DataFrame)
-        cut[name] = (
-            table.filter(overlapping(span)) if in_memory else rows_on_threads(table, threads, span)
-        )
-    return dataclasses.replace(group, **cut)
 
 
 def _slice_pieces(

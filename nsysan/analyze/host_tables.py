@@ -27,8 +27,8 @@ __all__ = [
     "in_group",
     "on_threads",
     "overlapping",
-    "rows_on_threads",
     "Span",
+    "rows_on_threads",
     "run_starts",
     "thread_groups",
     "thread_numbers",
@@ -74,8 +74,8 @@ def rows_on_threads(
     key by key, which row-group statistics prune). With ``span``, only the rows whose
     time overlaps it (``start_ns < hi``, ``end_ns > lo``)."""
     if isinstance(table, pl.DataFrame):
-        rows = on_threads(table, threads)
-        return rows if span is None else rows.filter(overlapping(span))
+        # The span first: a vectorized test that leaves fewer rows to find threads in.
+        return on_threads(table if span is None else table.filter(overlapping(span)), threads)
     query = among(table.lazy(), threads, THREAD_KEYS)
     if span is not None:
         query = query.filter(overlapping(span))
