@@ -66,11 +66,15 @@ class RunFolder:
         self.path = Path(tempfile.mkdtemp(prefix="run.", dir=runs))
         self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, True)
         try:
-            for name in names:
-                os.link(entry / name, self.path / name)
+            self.link(entry, names)
         except OSError:
             self._finalizer()
             raise
+
+    def link(self, entry: Path, names: Iterable[str]) -> None:
+        """Links the files ``names`` of ``entry`` into the folder."""
+        for name in names:
+            os.link(entry / name, self.path / name)
 
 
 def _remove_stale(runs: Path) -> None:

@@ -146,3 +146,79 @@ def test_a_warm_report_is_the_cold_report(
         outputs.append(json_path.read_bytes())
     assert len(_entries(cache_on)) == 1
     assert outputs[0] == outputs[1]
+
+
+def _thread_table(rows: int) -> pl.DataFrame:
+    """A host table of ``rows`` calls on three threads, in time order."""
+    return pl.DataFrame(
+        {
+            "source": pl.Series([0] * rows, dtype=pl.Int32),
+            "pid": pl.Series([7] * rows, dtype=pl.Int32),
+            "tid": pl.Series([(i * 5) % 3 for i in range(rows)], dtype=pl.Int32),
+            "start_ns": pl.Series(range(0, 10 * rows, 10), dtype=pl.Int64),
+        }
+    )
+
+
+def test_a_table_is_written_when_handed_over_and_read_in_place(
+    cache_on: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nsysan import stored
+
+    monkeypatch.setattr(stored, "STORE_MIN_ROWS", 100)
+    monkeypatch.setattr(cache, "SLICE_ROWS", 64)
+    big, small = _thread_table(300), _thread_table(50)
+    with cache.EntryWriter("k" * 32, Path("trace.sqlite")) as entry:
+        on_disk = entry.write("table.cuda_api", big, by_thread=True, in_place=True)
+        kept = entry.write("table.osrt", small, by_thread=True, in_place=True)
+        # Written before the entry is finished: the big table is then read from its
+        # files (by thread, in slices), so the frame in memory can go.
+        (tmp,) = [p for p in cache_on.iterdir() if p.name.endswith(".tmp")]
+        assert len(list(tmp.glob("table.cuda_api.*.parquet"))) == 5
+        assert isinstance(on_disk, stored.StoredTable)
+        assert kept is small  # under STORE_MIN_ROWS: stays in memory
+        entry.finish(
+            {"table.cuda_api": on_disk, "table.osrt": kept, "devices": small.head(3)}, ["a note"]
+        )
+    assert stored.collected(on_disk).equals(
+        pl.concat(
+            big.slice(i, 64).sort(stored.THREAD_KEYS, maintain_order=True)
+            for i in range(0, 300, 64)
+        )
+    )
+    hit = cache.lookup("k" * 32, ["table.cuda_api"])
+    assert hit is not None
+    assert list(hit.frames) == ["table.cuda_api", "table.osrt", "devices"]
+    assert stored.collected(hit.frames["table.cuda_api"]).equals(stored.collected(on_disk))
+    assert hit.frames["table.osrt"].equals(small)
+    assert hit.notes == ("a note",)
+    assert sorted(p.name for p in cache_on.iterdir()) == ["k" * 32, "runs"]
+
+
+def test_an_entry_not_finished_leaves_nothing_but_its_tables_read_in_place(
+    cache_on: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nsysan import stored
+
+    monkeypatch.setattr(stored, "STORE_MIN_ROWS", 10)
+    table = _thread_table(40)
+    with pytest.raises(RuntimeError), cache.EntryWriter("k" * 32, Path("t.sqlite")) as entry:
+        on_disk = entry.write("table.nvtx", table, by_thread=True, in_place=True)
+        raise RuntimeError("the read failed part way")
+    assert [p.name for p in cache_on.iterdir()] == ["runs"]
+    # Its links keep the files of a table already read in place.
+    assert stored.collected(on_disk).equals(table.sort(stored.THREAD_KEYS, maintain_order=True))
+
+
+def test_a_write_that_fails_gives_the_entry_up_not_the_run(
+    cache_on: Path, export: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reference = load_trace(export)
+    shutil.rmtree(cache_on)
+
+    def full_disk(*_: object, **__: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", full_disk)
+    _assert_same_trace(load_trace(export, store_host_tables=True), reference)
+    assert [p for p in cache_on.iterdir() if p.name != "runs"] == []

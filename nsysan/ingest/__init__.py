@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -130,17 +131,9 @@ def _read_file(
         read = _from_frames(hit.frames)
     else:
         notes_before = len(db.notes)
-        read = _read_tables(db, source, host, census)
-        if key:
-            cache.store(
-                key,
-                db.path,
-                _as_frames(read),
-                db.notes[notes_before:],
-                by_thread=[f"{_TABLE_PREFIX}{name}" for name in STORED_TABLES],
-            )
-            for name, table in cache.left_on_disk(key, on_disk).items():
-                read.tables[name.removeprefix(_TABLE_PREFIX)] = table
+        with cache.EntryWriter(key, db.path) as entry:
+            read = _read_tables(db, source, host, census, entry, in_place=store_host)
+            entry.finish(_as_frames(read), db.notes[notes_before:])
     if not launch_config:
         read.tables["kernels"] = read.tables["kernels"].drop(_LAUNCH_DIMS, strict=False)
     return read
@@ -167,11 +160,19 @@ def _from_frames(frames: dict[str, pl.DataFrame]) -> _FileTables:
 
 
 def _read_tables(
-    db: ExportDB, source: int, host: str | None, census: CensusMode | None
+    db: ExportDB,
+    source: int,
+    host: str | None,
+    census: CensusMode | None,
+    entry: cache.EntryWriter | None = None,
+    in_place: bool = False,
 ) -> _FileTables:
+    """The export's tables, each big host table written to the cache ``entry`` as soon
+    as it is read, and with ``in_place`` then read from those files (see
+    :class:`~nsysan.ingest.cache.EntryWriter`)."""
     lookups = _StringLookups(db)
     names, api_names = lookups.names, lookups.api_names
-    readers: dict[str, Callable[[], pl.DataFrame | TableCensus]] = {
+    readers: dict[str, Callable[[], HostTable | TableCensus]] = {
         # The three big tables take about as long each (5M kernels: 3.3 API and 2 NVTX
         # rows per kernel). NVTX is read in one piece (its domain names are gathered
         # in row order as it goes), so it starts first, on one reader; the kernels and
@@ -179,10 +180,10 @@ def _read_tables(
         # the reads end together, instead of NVTX alone on one core for the last third.
         "nvtx": lambda: nsys_host.read_nvtx(db, names(), source),
         # Grid/block are read for the launch-configuration aggregate (then dropped).
+        "cuda_api": lambda: nsys_host.read_cuda_api(db, api_names(), source, parts=READ_THREADS),
         "kernels": lambda: nsys.read_kernels(
             db, names(), source, launch_config=True, parts=READ_THREADS
         ),
-        "cuda_api": lambda: nsys_host.read_cuda_api(db, api_names(), source, parts=READ_THREADS),
         "osrt": lambda: nsys_host.read_osrt(db, names(), source),
         "sched": lambda: nsys_host.read_sched(db, source),
         "gpu_metrics": lambda: nsys_targets.read_gpu_metrics(db, source),
@@ -198,6 +199,9 @@ def _read_tables(
         readers.update(nsys_host.census_readers(db, api_names, source, exact=census == "exact"))
     if census == "stored":  # info shows no thread; nothing then reads the string pool
         readers["threads"] = lambda: model.empty_frame(model.THREADS)
+    if entry is not None:
+        for name in STORED_TABLES:
+            readers[name] = functools.partial(_written, entry, name, readers[name], in_place)
     with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
         futures = {name: pool.submit(read) for name, read in readers.items()}
         results = {name: future.result() for name, future in futures.items()}
@@ -205,7 +209,7 @@ def _read_tables(
     if _launches_needed(results):
         # No GPU activity: whether kernels were launched decides what is missing.
         counted["cuda_api"] = nsys_host.launch_census(db, api_names())
-    tables = {n: r for n, r in results.items() if isinstance(r, pl.DataFrame)}
+    tables = {n: r for n, r in results.items() if not isinstance(r, TableCensus)}
     tables.update({n: model.empty_frame(model.TABLE_SCHEMAS[n]) for n in counted})
     tables["launch_configs"] = resources.launch_configs(tables["kernels"])
     counted_groups = [c.groups for c in counted.values() if c.groups is not None]
@@ -232,6 +236,18 @@ def _read_tables(
     return _FileTables(
         tables=tables, devices=devices, metrics_target=metrics_target, census=counted
     )
+
+
+def _written(
+    entry: cache.EntryWriter,
+    name: str,
+    read: Callable[[], HostTable | TableCensus],
+    in_place: bool,
+) -> HostTable | TableCensus:
+    table = read()
+    if not isinstance(table, pl.DataFrame):
+        return table
+    return entry.write(f"{_TABLE_PREFIX}{name}", table, by_thread=True, in_place=in_place)
 
 
 class _StringLookups:

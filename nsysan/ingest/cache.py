@@ -13,8 +13,9 @@ the user's cache folder, never beside the trace:
 * an entry's key hashes the export's size, modification time and first and last
   64 KiB, the file's place in the run (its source number and host), and the source of
   the reading code itself, so an edited export or another nsysan reads afresh;
-* an entry is written to a temporary folder and renamed into place, so readers see
-  whole entries only, and two runs writing one entry at once both succeed;
+* an entry is written to a temporary folder, table by table as ingest reads them
+  (:class:`EntryWriter`), and renamed into place, so readers see whole entries only,
+  and two runs writing one entry at once both succeed;
 * the least recently used entries are removed past ``$NSYSAN_CACHE_MAX_GB`` (20 GB);
 * every failure (an unwritable folder, a full disk, a damaged entry) is a miss: the
   export is read from SQLite as without the cache, never an error.
@@ -28,6 +29,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import zlib
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -41,15 +43,7 @@ from nsysan import stored
 from nsysan.ingest.nsysrep import cache_dir
 from nsysan.stored import StoredTable
 
-__all__ = [
-    "CachedFile",
-    "entry_key",
-    "left_on_disk",
-    "lookup",
-    "root",
-    "set_enabled",
-    "store",
-]
+__all__ = ["CachedFile", "EntryWriter", "entry_key", "lookup", "root", "set_enabled"]
 
 #: Bumped when an entry's layout changes (the reading code's own hash covers the rest).
 CACHE_FORMAT = 3
@@ -121,7 +115,7 @@ def lookup(key: str, on_disk: Collection[str] = ()) -> CachedFile | None:
     """The entry ``key``, or None (absent, or unreadable: then it is removed).
 
     The frames named in ``on_disk`` that have at least :data:`nsysan.stored.STORE_MIN_ROWS` rows are
-    left on disk (:func:`left_on_disk`); the others are read.
+    left on disk, read in place (:func:`_linked`); the others are read.
     """
     folder = root()
     if folder is None:
@@ -149,21 +143,6 @@ def lookup(key: str, on_disk: Collection[str] = ()) -> CachedFile | None:
         shutil.rmtree(entry, ignore_errors=True)
         return None
     return CachedFile(frames=frames, notes=notes)
-
-
-def left_on_disk(key: str, names: Collection[str]) -> dict[str, StoredTable]:
-    """The frames ``names`` of entry ``key`` that have at least
-    :data:`nsysan.stored.STORE_MIN_ROWS` rows, as tables read from the entry's files in
-    place, for the run that has just stored it (its files are not checked again); none
-    where the entry is absent or unreadable (the caller keeps its frames in memory)."""
-    folder = root()
-    try:
-        if folder is None:
-            return {}
-        meta = json.loads((folder / key / _META).read_text(encoding="utf-8"))
-        return _linked(folder / key, meta, names, check=False)
-    except Exception:  # noqa: BLE001 - then the frames stay in memory, as without the cache
-        return {}
 
 
 def _linked(
@@ -195,55 +174,125 @@ def _linked(
     }
 
 
-def store(
-    key: str,
-    source_path: Path,
-    frames: dict[str, pl.DataFrame],
-    notes: list[str],
-    by_thread: Collection[str] = (),
-) -> None:
-    """Keep ``frames`` and ``notes`` as entry ``key``; silently nothing on any failure.
+class EntryWriter:
+    """An entry written table by table, as ingest reads them.
 
-    The frames named in ``by_thread`` (tables with ``source, pid, tid`` columns) that
-    have at least :data:`nsysan.stored.STORE_MIN_ROWS` rows are written by thread
-    (:func:`_write_by_thread`): a read of a few threads' rows then decodes only theirs.
+    A table handed to :meth:`write` is written into the entry's temporary folder at
+    once; :meth:`finish` writes the rest, then the entry's ``meta.json``, and renames
+    the folder into place. With ``in_place``, a big table written by thread is then
+    read from its files (:class:`~nsysan.stored.StoredTable`, linked into a run
+    folder), so that it leaves memory while the next tables are read: a first run
+    holds one big table at a time, not all of them until the entry is written.
+
+    Tables may be written from several threads at once. Any failure gives the entry
+    up (the run goes on with what it read; a table already read in place keeps its
+    files through the run folder's links). Silently nothing when the cache is off.
     """
-    folder = root()
-    if folder is None:
-        return
-    tmp: Path | None = None
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".tmp", dir=folder))
-        files = {}
-        for name, frame in frames.items():
-            if name in by_thread and frame.height >= stored.STORE_MIN_ROWS:
-                files[name] = _write_by_thread(frame, tmp, name)
-            else:
-                frame.write_parquet(tmp / f"{name}.parquet", compression="lz4", statistics=False)
-                files[name] = [f"{name}.parquet"]
-        meta = {
-            "format": CACHE_FORMAT,
-            "key": key,
-            "export": str(source_path),
-            "frames": list(frames),
-            "rows": {name: frame.height for name, frame in frames.items()},
-            "files": files,
-            "notes": list(notes),
-            "sums": {file: _file_sum(tmp / file) for names in files.values() for file in names},
-        }
-        (tmp / _META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+
+    def __init__(self, key: str | None, source_path: Path) -> None:
+        """The entry ``key`` of the export at ``source_path`` (no key: nothing is written)."""
+        self.key = key
+        self._source_path = source_path
+        self._lock = threading.Lock()
+        self._rows: dict[str, int] = {}
+        self._files: dict[str, list[str]] = {}
+        self._sums: dict[str, int] = {}
+        self._failed = False
+        self._run: stored.RunFolder | None = None
+        self._folder = root() if key is not None else None
+        self._tmp: Path | None = None
+        if self._folder is None:
+            return
         try:
-            tmp.rename(folder / key)
-        except OSError:
-            return  # another run stored it first: theirs is as good
-        tmp = None
-        _evict(folder, _max_bytes(), keep=key)
-    except Exception:  # noqa: BLE001, S110 - a cache that cannot be written is only a miss
-        pass
-    finally:
+            self._folder.mkdir(parents=True, exist_ok=True)
+            self._tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=".tmp", dir=self._folder))
+        except Exception:  # noqa: BLE001 - a cache that cannot be written is only a miss
+            self._tmp = None
+
+    def __enter__(self) -> EntryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # An entry not finished (the read failed) is removed.
+        tmp, self._tmp = self._tmp, None
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def write(
+        self, name: str, frame: pl.DataFrame, by_thread: bool = False, in_place: bool = False
+    ) -> pl.DataFrame | StoredTable:
+        """Writes ``frame`` as the entry's frame ``name``; returns it, or, with
+        ``in_place``, the table read from its files when it was written by thread
+        (``by_thread``, a table with ``source, pid, tid`` columns of at least
+        :data:`nsysan.stored.STORE_MIN_ROWS` rows: see :func:`_write_by_thread`)."""
+        tmp = self._tmp
+        if tmp is None or self._failed:
+            return frame
+        threaded = by_thread and frame.height >= stored.STORE_MIN_ROWS
+        try:
+            if threaded:
+                files = _write_by_thread(frame, tmp, name)
+            else:
+                frame.write_parquet(tmp / f"{name}.parquet", compression="lz4", statistics=False)
+                files = [f"{name}.parquet"]
+            sums = {file: _file_sum(tmp / file) for file in files}
+        except Exception:  # noqa: BLE001 - then no entry; the run goes on
+            self._failed = True
+            return frame
+        with self._lock:
+            self._rows[name] = frame.height
+            self._files[name] = files
+            self._sums.update(sums)
+        if not (in_place and threaded):
+            return frame
+        try:
+            with self._lock:
+                # One run folder for the entry's tables, as for a cache hit's (_linked).
+                if self._run is None:
+                    self._run = stored.RunFolder(tmp.parent / _RUNS, tmp, files)
+                else:
+                    self._run.link(tmp, files)
+                run = self._run
+        except OSError:
+            return frame  # no links: the table stays in memory
+        return stored.stored_scan([run.path / f for f in files], run, frame.height)
+
+    def finish(self, frames: dict[str, pl.DataFrame | StoredTable], notes: list[str]) -> None:
+        """Writes the ``frames`` not yet written, then the entry (``frames`` gives its
+        frames and their order) and its ``notes``; removes the least recently used
+        entries past the size cap."""
+        for name, frame in frames.items():
+            if name not in self._files and isinstance(frame, pl.DataFrame):
+                self.write(name, frame)
+        tmp, folder, key = self._tmp, self._folder, self.key
+        if tmp is None or folder is None or key is None:
+            return
+        self._tmp = None
+        try:
+            if self._failed or set(frames) - set(self._files):
+                return
+            meta = {
+                "format": CACHE_FORMAT,
+                "key": key,
+                "export": str(self._source_path),
+                "frames": list(frames),
+                "rows": {name: self._rows[name] for name in frames},
+                "files": {name: self._files[name] for name in frames},
+                "notes": list(notes),
+                "sums": self._sums,
+            }
+            (tmp / _META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+            try:
+                tmp.rename(folder / key)
+            except OSError:
+                return  # another run stored it first: theirs is as good
+            tmp = None
+            _evict(folder, _max_bytes(), keep=key)
+        except Exception:  # noqa: BLE001, S110 - a cache that cannot be written is only a miss
+            pass
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _write_by_thread(frame: pl.DataFrame, folder: Path, name: str) -> list[str]:
