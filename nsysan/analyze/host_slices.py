@@ -54,9 +54,10 @@ __all__ = [
     "time_slices",
 ]
 
-# Host portions per slice: at 5M kernels a main thread's ~1M portions are cut in 4
-# slices, each reading a quarter of its CUDA calls.
-SLICE_PORTIONS: Final = 250_000
+# Host portions per slice: at 5M kernels a main thread's ~1M portions are cut in 8
+# slices, each reading an eighth of its CUDA calls. 125K peaked ~0.09 GB lower than
+# 250K there, at the same time (benchmarks/README.md, stop 31).
+SLICE_PORTIONS: Final = 125_000
 # The tables a slice reads for its span (NVTX and scheduling rows are the group's).
 _SLICED_TABLES = ("cuda_api", "osrt")
 
