@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +29,7 @@ from nsysan.analyze.balance import ImbalanceResult, measure_imbalance
 from nsysan.analyze.bound import BoundResult, classify_kernels, measure_bound
 from nsysan.analyze.busy import BusyResult, measure_busy
 from nsysan.analyze.contention import ContentionResult, measure_contention
+from nsysan.analyze.cpu import HOST_GAP_COLUMNS as CPU_HOST_GAP_COLUMNS
 from nsysan.analyze.cpu import CpuResult, measure_cpu
 from nsysan.analyze.dashboard import DashboardResult, measure_dashboard
 from nsysan.analyze.dominant import DominantResult, measure_dominant
@@ -36,6 +37,7 @@ from nsysan.analyze.gaps import GapsResult, measure_gaps
 from nsysan.analyze.host import HostResult, attribute_gaps
 from nsysan.analyze.host_sums import steady_cause_sums
 from nsysan.analyze.launch import LaunchResult, measure_launch
+from nsysan.analyze.load import HOST_GAP_COLUMNS as LOAD_HOST_GAP_COLUMNS
 from nsysan.analyze.load import LoadResult, measure_load
 from nsysan.analyze.memory import MemoryResult, measure_memory
 from nsysan.analyze.nccl import NcclResult, measure_nccl
@@ -283,6 +285,7 @@ def analyze(
         steps = steps_job.result()
         memory: MemoryResult | None = memory_job.result() if memory_job else None
         host = host_job.result()
+        del host_job  # it would hold the per-gap table that is narrowed below
     if transfers is not None and not transfers.available:
         transfers = None
         unavailable["transfers"] = "no memory copies or memsets on the GPUs"
@@ -290,6 +293,13 @@ def analyze(
         unavailable["stagger"] = "one GPU ran work: stagger compares the gaps of two or more GPUs"
     if not contention.available:
         unavailable["contention"] = contention.reason or "no GPU metrics"
+    steady_causes = None
+    if host is not None:
+        steady_causes = steady_cause_sums(host.gaps, dominant.per_gpu)
+        if not detail_tables:
+            # The rest reads a few of its columns (the CPU and load analyses): the
+            # others go now (at 20M kernels, ~1 GB of cause columns).
+            host = dataclasses.replace(host, gaps=_read_after_attribution(host.gaps, gaps.keys))
     bound: BoundResult | None = None
     if ncu is not None:
         bound = measure_bound(trace.kernels, classify_kernels(ncu))
@@ -320,12 +330,9 @@ def analyze(
     )
     if memory is None:
         unavailable["memory"] = NO_MEMORY
-    steady_causes = None
-    if host is not None:
-        steady_causes = steady_cause_sums(host.gaps, dominant.per_gpu)
-        if not detail_tables:
-            # Read above (CPU, load, steady-state causes); the summary omits it.
-            host = dataclasses.replace(host, gaps=host.gaps.clear())
+    if host is not None and not detail_tables:
+        # Read above (CPU, load, steady-state causes); the summary omits it.
+        host = dataclasses.replace(host, gaps=host.gaps.clear())
     return Analysis(
         trace=trace,
         settings=settings,
@@ -352,6 +359,12 @@ def analyze(
         load=load,
         steady_causes=steady_causes,
     )
+
+
+def _read_after_attribution(host_gaps: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
+    """The columns of host attribution's per-gap table that the CPU and load analyses read."""
+    read = {*keys, *CPU_HOST_GAP_COLUMNS, *LOAD_HOST_GAP_COLUMNS}
+    return host_gaps.select(c for c in host_gaps.columns if c in read)
 
 
 def _measured(name: str, detail_tables: bool, measure: Callable[..., R], *args: object) -> R:

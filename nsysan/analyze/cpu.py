@@ -56,6 +56,7 @@ __all__ = [
     "THREAD_STATE_SHARE",
     "SATURATED_CORE_SHARE",
     "SATURATED_GAP_SHARE",
+    "HOST_GAP_COLUMNS",
     "CpuResult",
     "measure_cpu",
     "on_cpu_intervals",
@@ -68,6 +69,16 @@ THREAD_STATE_SHARE = 0.5
 WAIT_CAUSES = ("cuda_sync", "gil_wait", "blocking_os")
 
 _THREAD = ["source", "pid", "tid"]
+
+#: The columns of host attribution's per-gap table that :func:`measure_cpu` reads.
+HOST_GAP_COLUMNS = (
+    "gpu",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    *_THREAD,
+    *(f"{c}_ns" for c in (*WAIT_CAUSES, "descheduled")),
+)
 
 
 @dataclass(frozen=True)
