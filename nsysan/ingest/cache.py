@@ -129,7 +129,7 @@ def lookup(key: str, on_disk: Collection[str] = ()) -> CachedFile | None:
         if meta.get("format") != CACHE_FORMAT or meta.get("key") != key:
             raise ValueError("another layout")
         files: dict[str, list[str]] = meta["files"]
-        in_place = _linked(entry, meta, [n for n in meta["frames"] if n in on_disk], check=True)
+        in_place = _linked(entry, meta, [n for n in meta["frames"] if n in on_disk])
         # One chunk per column, as a read from SQLite leaves them: Parquet gives one per
         # row group, and every hand-over of a chunked column to numpy copies it (at 5M
         # kernels the analyses peaked ~0.25 GB higher on the cached tables).
@@ -145,23 +145,20 @@ def lookup(key: str, on_disk: Collection[str] = ()) -> CachedFile | None:
     return CachedFile(frames=frames, notes=notes)
 
 
-def _linked(
-    entry: Path, meta: dict[str, Any], names: Collection[str], check: bool
-) -> dict[str, StoredTable]:
+def _linked(entry: Path, meta: dict[str, Any], names: Collection[str]) -> dict[str, StoredTable]:
     """The frames ``names`` with at least :data:`nsysan.stored.STORE_MIN_ROWS` rows, as
     tables read in place: their files linked into a run folder (none where links fail).
 
-    With ``check``, each file is checked against the CRC-32 written with it: a file read
-    in place is decoded only as each analysis reads it, too late for damage to be a miss,
-    so a mismatch raises here, as a damaged entry does.
+    Each file is checked against the CRC-32 written with it: a file read in place is
+    decoded only as each analysis reads it, too late for damage to be a miss, so a
+    mismatch raises here, as a damaged entry does.
     """
     files: dict[str, list[str]] = meta["files"]
     big = [name for name in names if meta["rows"][name] >= stored.STORE_MIN_ROWS]
-    if check:
-        for name in big:
-            for file in files[name]:
-                if _file_sum(entry / file) != meta["sums"].get(file):
-                    raise ValueError(f"{file}: not the bytes written")
+    for name in big:
+        for file in files[name]:
+            if _file_sum(entry / file) != meta["sums"].get(file):
+                raise ValueError(f"{file}: not the bytes written")
     if not big:
         return {}
     try:
