@@ -44,10 +44,11 @@ LOAD_WINDOWS = 50
 BURST_FACTOR = 3.0
 BURST_MIN_EVENTS = 5
 STARVATION_MIN_NS = 5_000_000
-#: The columns of host attribution's per-gap table that :func:`measure_load` reads.
-HOST_GAP_COLUMNS = ("gpu", "start_ns", "end_ns", "duration_ns", "blocking_os_ns")
 STARVATION_OTHERS_BUSY = 0.5
 STARVATION_WAIT_SHARE = 0.5
+
+#: The columns of host attribution's per-gap table that :func:`measure_load` reads.
+HOST_GAP_COLUMNS = ("gpu", "start_ns", "end_ns", "duration_ns", "blocking_os_ns")
 
 
 @dataclass(frozen=True)
