@@ -114,8 +114,8 @@ def collected(table: HostTable) -> pl.DataFrame:
     return table if isinstance(table, pl.DataFrame) else table.collect()
 
 
-def stored_scan(paths: list[Path], keep: RunFolder, height: int) -> StoredTable:
-    """The table of ``height`` rows in the Parquet files ``paths``, one after another
-    (in ``keep``'s folder)."""
-    query = pl.scan_parquet(paths)
-    return StoredTable(query=query, height=height, schema=query.collect_schema(), keep=(keep,))
+def stored_scan(run: RunFolder, names: list[str], height: int) -> StoredTable:
+    """The table of ``height`` rows in the Parquet files ``names`` of ``run``'s folder,
+    one after another."""
+    query = pl.scan_parquet([run.path / name for name in names])
+    return StoredTable(query=query, height=height, schema=query.collect_schema(), keep=(run,))

@@ -213,9 +213,13 @@ def _gap_table(
     trace: Trace, gaps: pl.DataFrame, keys: list[str], has_api: bool, slack_ns: int
 ) -> pl.DataFrame:
     """The gaps, numbered (``_gap``) and classified, with their next operation and launch."""
-    # The gaps' own length column, when they have one, is shared, not computed again.
-    length = ["duration_ns"] if "duration_ns" in gaps.columns else []
-    numbered = gaps.select(*keys, "start_ns", "end_ns", *length).with_row_index("_gap")
+    # The gaps' own length column (GapsResult.gaps has one) is shared, not computed again.
+    length = (
+        pl.col("duration_ns")
+        if "duration_ns" in gaps.columns
+        else (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns")
+    )
+    numbered = gaps.select(*keys, "start_ns", "end_ns", length).with_row_index("_gap")
     # Only what the look-ups need goes through them; back in gap order, the result
     # sits beside the gaps.
     found = feeding_launches(trace, numbered.select("_gap", *keys, "end_ns"), keys).drop(
@@ -283,8 +287,8 @@ def _split(
     no_host_data: bool,
     carved: pl.DataFrame | None = None,
 ) -> tuple[pl.DataFrame, frozenset[str]]:
-    """Adds ``duration_ns`` (unless there), ``<cause>_ns`` for every cause and, with the
-    per-gap NVTX ``text_time``, ``cause`` and ``nvtx_text``.
+    """Adds ``<cause>_ns`` for every cause and, with the per-gap NVTX ``text_time``,
+    ``cause`` and ``nvtx_text``.
 
     ``carved`` (:func:`~nsysan.analyze.host_transfers.transfer_time`) has the transfer
     time of the gaps that meet one, in all (``_t_gap``), in its host portion
@@ -327,11 +331,6 @@ def _split(
     detail = text_time is not None
     split = (
         table.with_columns(
-            *(
-                []
-                if "duration_ns" in table.columns
-                else [(pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns")]
-            ),
             *(pl.Series(name, values) for name, values in per_cause.items()),
             *(_carved_columns(carved, table.height) if carved is not None else []),
             *([_nvtx_texts(table["_gap"], text_time)] if text_time is not None else []),

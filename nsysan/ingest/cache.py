@@ -165,10 +165,7 @@ def _linked(entry: Path, meta: dict[str, Any], names: Collection[str]) -> dict[s
         run = stored.RunFolder(entry.parent / _RUNS, entry, [f for n in big for f in files[n]])
     except OSError:
         return {}
-    return {
-        name: stored.stored_scan([run.path / f for f in files[name]], run, meta["rows"][name])
-        for name in big
-    }
+    return {name: stored.stored_scan(run, files[name], meta["rows"][name]) for name in big}
 
 
 class EntryWriter:
@@ -252,7 +249,7 @@ class EntryWriter:
                 run = self._run
         except OSError:
             return frame  # no links: the table stays in memory
-        return stored.stored_scan([run.path / f for f in files], run, frame.height)
+        return stored.stored_scan(run, files, frame.height)
 
     def finish(self, frames: dict[str, pl.DataFrame | StoredTable], notes: list[str]) -> None:
         """Writes the ``frames`` not yet written, then the entry (``frames`` gives its
