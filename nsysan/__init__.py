@@ -11,11 +11,15 @@ import os
 # Polars' allocator (jemalloc) settings. Freed memory is kept 1 s (decay) before it
 # goes back to the system: reused at once by the next table of an analysis, without a
 # page fault per 4 KiB, yet not held while numpy and numba (which allocate elsewhere)
-# need memory. A 30 s decay was as fast and peaked 1 GB higher at 5M kernels. It only
-# applies when nsysan is imported before polars (the CLI always is); a value the user
-# set wins. benchmarks/README.md has the figures.
+# need memory. A 30 s decay was as fast and peaked 1 GB higher at 5M kernels. One
+# arena per CPU (jemalloc's default is four): a thread then reuses what the others
+# freed, 0.1 GB less peak at 5M kernels at the same speed. It only applies when nsysan
+# is imported before polars (the CLI always is); a value the user set wins.
+# docs/architecture.md has the figures.
 os.environ.setdefault(
-    "_RJEM_MALLOC_CONF", "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:1000"
+    "_RJEM_MALLOC_CONF",
+    "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:1000,"
+    f"narenas:{os.cpu_count() or 1}",
 )
 
 from typing import TYPE_CHECKING, Any  # noqa: E402
