@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import SHARED_TRACES, cori_rank_files
 
 from nsysan import model
@@ -192,3 +196,78 @@ def test_generated_launch_bound_equals_its_ground_truth() -> None:
         assert row["launch_rate"] == pytest.approx(extra["launch_rate"], rel=1e-9)
         assert row["launch_bound"] is True
     assert [f.rule_id for f in diagnose(analysis).findings] == ["launch-bound"]
+
+
+def _reference_stats(kernels: list[tuple[int, int, int]], window: tuple[int, int]) -> dict:  # type: ignore[type-arg]
+    """Per GPU, the statistics and buckets by their definitions, in plain Python."""
+    edges = (1_000, 10_000, 100_000, 1_000_000)
+    out = {}
+    for gpu in sorted({g for g, _, _ in kernels}):
+        d = sorted(e - s for g, s, e in kernels if g == gpu and window[0] <= s < window[1])
+        if not d:
+            continue
+        n = len(d)
+
+        def rank(q: float, d: list[int] = d, n: int = n) -> int:
+            return d[max(math.ceil(n * q), 1) - 1]
+
+        buckets = [0] * (len(edges) + 1)
+        times = [0] * (len(edges) + 1)
+        for x in d:
+            b = next((i for i, edge in enumerate(edges) if x < edge), len(edges))
+            buckets[b] += 1
+            times[b] += x
+        out[gpu] = {
+            "kernels": n,
+            "kernel_ns": sum(d),
+            "kernel_p50_ns": rank(0.5),
+            "kernel_p90_ns": rank(0.9),
+            "kernel_p99_ns": rank(0.99),
+            "small_kernel_count": sum(x < 10_000 for x in d),
+            "buckets": buckets,
+            "times": times,
+        }
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2),
+            st.integers(-5_000, 3_000_000),
+            st.sampled_from([0, 1, 999, 1_000, 1_001, 9_999, 10_000, 99_999, 100_000, 10**6, 2 * 10**6])
+            | st.integers(0, 3_000_000),
+        ),
+        max_size=60,
+    )
+)
+def test_statistics_and_buckets_match_their_definitions(rows: list[tuple[int, int, int]]) -> None:
+    kernels = [(g, s, s + d) for g, s, d in rows]
+    window = (0, 2_500_000)
+    windows = pl.DataFrame(
+        {"gpu": [0, 1, 2], "window_start_ns": [window[0]] * 3, "window_end_ns": [window[1]] * 3},
+        schema={"gpu": pl.Int32, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64},
+    )
+    gaps = pl.DataFrame(schema={"gpu": pl.Int32, "duration_ns": pl.Int64})
+    r = measure_launch(
+        _kernels(kernels) if kernels else _kernels([]),
+        gaps,
+        windows,
+        model.conform(pl.DataFrame(), model.LAUNCH_CONFIGS),
+    )
+    expected = _reference_stats(kernels, window)
+    for row in r.per_gpu.iter_rows(named=True):
+        want = expected.get(row["gpu"])
+        if want is None:
+            assert row["kernels"] == 0 and row["kernel_p50_ns"] is None
+            continue
+        for name in ("kernels", "kernel_ns", "kernel_p50_ns", "kernel_p90_ns", "kernel_p99_ns"):
+            assert row[name] == want[name], name
+        assert row["small_kernel_count"] == want["small_kernel_count"]
+    assert r.per_gpu.schema["kernels"] == pl.UInt32
+    for gpu in (0, 1, 2):
+        mine = r.durations.filter(pl.col("gpu") == gpu)
+        want = expected.get(gpu, {"buckets": [0] * 5, "times": [0] * 5})
+        assert mine["count"].to_list() == want["buckets"]
+        assert mine["time_ns"].to_list() == want["times"]
