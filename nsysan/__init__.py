@@ -18,8 +18,7 @@ import os
 # docs/architecture.md has the figures.
 os.environ.setdefault(
     "_RJEM_MALLOC_CONF",
-    "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:1000,"
-    f"narenas:{os.cpu_count() or 1}",
+    f"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:1000,narenas:{os.cpu_count() or 1}",
 )
 
 from typing import TYPE_CHECKING, Any  # noqa: E402

@@ -6,9 +6,9 @@ import math
 
 import polars as pl
 import pytest
+from conftest import SHARED_TRACES, cori_rank_files
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import SHARED_TRACES, cori_rank_files
 
 from nsysan import model
 from nsysan.analysis import analyze
@@ -236,7 +236,9 @@ def _reference_stats(kernels: list[tuple[int, int, int]], window: tuple[int, int
         st.tuples(
             st.integers(0, 2),
             st.integers(-5_000, 3_000_000),
-            st.sampled_from([0, 1, 999, 1_000, 1_001, 9_999, 10_000, 99_999, 100_000, 10**6, 2 * 10**6])
+            st.sampled_from(
+                [0, 1, 999, 1_000, 1_001, 9_999, 10_000, 99_999, 100_000, 10**6, 2 * 10**6]
+            )
             | st.integers(0, 3_000_000),
         ),
         max_size=60,

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 
 import polars as pl
 import pytest
 from conftest import REPO, SHARED_TRACES
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nsysan import model
 from nsysan.analysis import NO_STEPS, analyze
@@ -136,3 +139,58 @@ def test_t039_steps_from_the_kernel_sequence() -> None:
     assert set(per["source"]) == {"kernel_sequence"}
     assert set(per["steps"]) == {999}
     assert per["step_p50_ns"][0] == pytest.approx(2.05e6, rel=0.01)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 900), st.sampled_from([1, 5, 5, 20, 70])), max_size=40),
+    st.lists(st.tuples(st.integers(0, 500), st.integers(1, 600)), min_size=1, max_size=3),
+)
+def test_kernel_sequence_steps_match_their_definitions(
+    spans: list[tuple[int, int]], windows_rows: list[tuple[int, int]]
+) -> None:
+    # Iterations common to all GPUs (ties in length on purpose); windows per GPU.
+    iterations = (
+        pl.DataFrame(
+            {"start_ns": [s for s, _ in spans], "end_ns": [s + d for s, d in spans]},
+            schema={"start_ns": pl.Int64, "end_ns": pl.Int64},
+        )
+        .unique()
+        .sort("start_ns", "end_ns")
+    )
+    windows = pl.DataFrame(
+        {
+            "gpu": list(range(len(windows_rows))),
+            "window_start_ns": [s for s, _ in windows_rows],
+            "window_end_ns": [s + d for s, d in windows_rows],
+        },
+        schema={"gpu": pl.Int32, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64},
+    )
+    processes = pl.DataFrame(schema={"gpu": pl.Int32, "source": pl.Int32, "pid": pl.Int32})
+    r = measure_steps(
+        _nvtx([]), processes, windows, None, iterations, "kernel_sequence", "every 3 kernels"
+    )
+    for gpu, (w0, length) in enumerate(windows_rows):
+        inside = [(s, e) for s, e in iterations.iter_rows() if e > w0 and s < w0 + length]
+        row = r.per_gpu.filter(pl.col("gpu") == gpu).row(0, named=True)
+        assert row["steps"] == len(inside)
+        mine = r.steps.filter(pl.col("gpu") == gpu)
+        assert mine["start_ns"].to_list() == sorted(s for s, _ in inside)
+        assert mine["step"].to_list() == list(range(len(inside)))
+        slow = r.slowest.filter(pl.col("gpu") == gpu)
+        if not inside:
+            assert row["step_p50_ns"] is None and slow.height == 0
+            continue
+        lengths = sorted(e - s for s, e in inside)
+        n = len(lengths)
+        for q, name in ((0.5, "step_p50_ns"), (0.9, "step_p90_ns"), (0.99, "step_p99_ns")):
+            assert row[name] == lengths[max(math.ceil(n * q), 1) - 1], name
+        assert row["step_max_ns"] == lengths[-1]
+        first, last = min(s for s, _ in inside), max(e for _, e in inside)
+        assert row["steps_per_s"] == pytest.approx(n * 1e9 / (last - first))
+        # Longest first, the earlier of equal lengths first.
+        want = sorted(inside, key=lambda se: (-(se[1] - se[0]), se[0]))[:5]
+        assert list(zip(slow["start_ns"], slow["end_ns"], strict=True)) == want
+        assert slow["over_median"].to_list() == pytest.approx(
+            [(e - s) / row["step_p50_ns"] for s, e in want]
+        )
