@@ -191,6 +191,23 @@ def test_kernel_sequence_steps_match_their_definitions(
         # Longest first, the earlier of equal lengths first.
         want = sorted(inside, key=lambda se: (-(se[1] - se[0]), se[0]))[:5]
         assert list(zip(slow["start_ns"], slow["end_ns"], strict=True)) == want
-        assert slow["over_median"].to_list() == pytest.approx(
-            [(e - s) / row["step_p50_ns"] for s, e in want]
-        )
+        # The quotient itself, not a product with the median's reciprocal.
+        assert slow["over_median"].to_list() == [(e - s) / row["step_p50_ns"] for s, e in want]
+
+
+def test_over_median_is_the_quotient_on_one_gpu() -> None:
+    # One GPU: polars would divide by its joined median as a product with the
+    # reciprocal, 1.0045969005522446 here instead of the quotient.
+    lengths = [90_300_409, 90_300_409, 90_715_511]
+    starts = [0, 100_000_000, 200_000_000]
+    iterations = pl.DataFrame(
+        {"start_ns": starts, "end_ns": [s + d for s, d in zip(starts, lengths, strict=True)]},
+        schema={"start_ns": pl.Int64, "end_ns": pl.Int64},
+    )
+    windows = pl.DataFrame(
+        {"gpu": [0], "window_start_ns": [0], "window_end_ns": [400_000_000]},
+        schema={"gpu": pl.Int32, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64},
+    )
+    processes = pl.DataFrame(schema={"gpu": pl.Int32, "source": pl.Int32, "pid": pl.Int32})
+    r = measure_steps(_nvtx([]), processes, windows, None, iterations, "kernel_sequence", "x")
+    assert r.slowest["over_median"][0] == 90_715_511 / 90_300_409 == 1.0045969005522444

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from nsysan.names import distinct, is_one_of, values_matching
@@ -234,13 +235,13 @@ def measure_steps(
         by_length.group_by("gpu", maintain_order=True)
         .head(SLOWEST)
         .join(per_gpu.select("gpu", "step_p50_ns"), on="gpu", maintain_order="left")
-        .select(
-            "gpu",
-            "start_ns",
-            "end_ns",
-            "duration_ns",
-            (pl.col("duration_ns") / pl.col("step_p50_ns")).alias("over_median"),
-        )
+    )
+    # Divided in numpy: polars divides by a joined column of one value (one GPU) as a
+    # product with its reciprocal, one unit in the last place off the quotient.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        over_median = slowest["duration_ns"].to_numpy() / slowest["step_p50_ns"].to_numpy()
+    slowest = slowest.select("gpu", "start_ns", "end_ns", "duration_ns").with_columns(
+        pl.Series("over_median", over_median, dtype=pl.Float64)
     )
     return StepsResult(per_gpu=per_gpu, steps=steps, slowest=slowest, requests=requests)
 
