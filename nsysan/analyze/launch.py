@@ -181,6 +181,19 @@ def _share(num: pl.Expr, den: str) -> pl.Expr:
     return pl.when(pl.col(den) > 0).then(num / pl.col(den))
 
 
+# What _duration_stats returns: per GPU, and per GPU and duration bucket.
+_PERCENTILES = ((0.5, "kernel_p50_ns"), (0.9, "kernel_p90_ns"), (0.99, "kernel_p99_ns"))
+_STATS = {
+    "gpu": pl.Int32,
+    "kernels": pl.UInt32,
+    "kernel_ns": pl.Int64,
+    **{name: pl.Int64 for _, name in _PERCENTILES},
+    "small_kernel_count": pl.Int64,
+    "_small_ns": pl.Int64,
+}
+_COUNTED = {"gpu": pl.Int32, "bucket": pl.Int32, "count": pl.Int64, "time_ns": pl.Int64}
+
+
 def _duration_stats(inside: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per GPU of ``inside`` (``gpu, _d``: its kernels' durations), from one sort.
 
@@ -219,18 +232,6 @@ def _duration_stats(inside: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             counted["count"].append(int(hi - lo))
             counted["time_ns"].append(int(block[lo:hi].sum()))
     return pl.DataFrame(stats, schema=_STATS), pl.DataFrame(counted, schema=_COUNTED)
-
-
-_PERCENTILES = ((0.5, "kernel_p50_ns"), (0.9, "kernel_p90_ns"), (0.99, "kernel_p99_ns"))
-_STATS = {
-    "gpu": pl.Int32,
-    "kernels": pl.UInt32,
-    "kernel_ns": pl.Int64,
-    **{name: pl.Int64 for _, name in _PERCENTILES},
-    "small_kernel_count": pl.Int64,
-    "_small_ns": pl.Int64,
-}
-_COUNTED = {"gpu": pl.Int32, "bucket": pl.Int32, "count": pl.Int64, "time_ns": pl.Int64}
 
 
 def _durations(counted: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:

@@ -74,16 +74,20 @@ class StepsResult:
         return rows.row(0, named=True) if rows.height else None
 
 
+def _rank(q: float) -> pl.Expr:
+    """Nearest rank: the index, in ascending order, of the smallest value with at least
+    ``q`` of the group's values at or below it."""
+    return (pl.len() * q).ceil().cast(pl.Int64).clip(1) - 1
+
+
 def _q(col: str, q: float) -> pl.Expr:
-    """Nearest rank: the smallest value with at least ``q`` of the values at or below it."""
-    rank = (pl.len() * q).ceil().cast(pl.Int64).clip(1) - 1
-    return pl.col(col).sort().gather(rank).first().cast(pl.Int64)
+    """The nearest-rank ``q`` quantile of ``col`` (:func:`_rank`)."""
+    return pl.col(col).sort().gather(_rank(q)).first().cast(pl.Int64)
 
 
 def _q_descending(col: str, q: float) -> pl.Expr:
     """:func:`_q` of a group already in descending order (rank counted from its end)."""
-    rank = (pl.len() * q).ceil().cast(pl.Int64).clip(1) - 1
-    return pl.col(col).gather(pl.len().cast(pl.Int64) - 1 - rank).first().cast(pl.Int64)
+    return pl.col(col).gather(pl.len().cast(pl.Int64) - 1 - _rank(q)).first().cast(pl.Int64)
 
 
 def _spans_of_gpus(
