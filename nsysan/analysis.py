@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,15 +29,12 @@ from nsysan.analyze.balance import ImbalanceResult, measure_imbalance
 from nsysan.analyze.bound import BoundResult, classify_kernels, measure_bound
 from nsysan.analyze.busy import BusyResult, measure_busy
 from nsysan.analyze.contention import ContentionResult, measure_contention
-from nsysan.analyze.cpu import HOST_GAP_COLUMNS as CPU_HOST_GAP_COLUMNS
 from nsysan.analyze.cpu import CpuResult, measure_cpu
 from nsysan.analyze.dashboard import DashboardResult, measure_dashboard
 from nsysan.analyze.dominant import DominantResult, measure_dominant
 from nsysan.analyze.gaps import GapsResult, measure_gaps
 from nsysan.analyze.host import HostResult, attribute_gaps
-from nsysan.analyze.host_sums import steady_cause_sums
 from nsysan.analyze.launch import LaunchResult, measure_launch
-from nsysan.analyze.load import HOST_GAP_COLUMNS as LOAD_HOST_GAP_COLUMNS
 from nsysan.analyze.load import LoadResult, measure_load
 from nsysan.analyze.memory import MemoryResult, measure_memory
 from nsysan.analyze.nccl import NcclResult, measure_nccl
@@ -94,7 +91,7 @@ class Analysis:
     ncu_path: Path | None = None
     unavailable: dict[str, str] = field(default_factory=dict)
     # The dominant gap, start-up and steady state; stagger over steady state when a
-    # start-up was detected (see _steady_state).
+    # start-up was detected (see _dominant, _steady_stagger).
     dominant: DominantResult | None = None
     steady_stagger: StaggerResult | None = None
     # Memcpys and memsets per GPU (None without any on a GPU with a window).
@@ -110,7 +107,7 @@ class Analysis:
     # Load over time: bursts, starvation (docs/metrics/load.md).
     load: LoadResult | None = None
     # Per GPU, the host attribution's gap time in the steady state, per cause
-    # (host_sums.steady_cause_sums): the diagnosis reads its shares.
+    # (HostResult.steady): the diagnosis reads its shares.
     steady_causes: pl.DataFrame | None = None
 
     @property
@@ -163,9 +160,8 @@ def analyze(
     ``detail_tables=False`` leaves out (empties) the per-event tables that only the full
     JSON document shows and nothing else reads: the stagger's per-gap table, a row per
     gap; the imbalance's bubbles, a row per GPU and iteration; the NCCL instances and
-    their kernels; the steps; and the host attribution's per-gap table, once the CPU,
-    load and steady-state cause sums have read it (hundreds of MB on millions of
-    kernels). Every other result is the same.
+    their kernels; the steps; and the host attribution's per-gap table, once the CPU
+    and load analyses have read it (hundreds of MB on millions of kernels). Every other result is the same.
     """
     settings = settings or Settings()
     unavailable: dict[str, str] = {}
@@ -222,6 +218,8 @@ def analyze(
     # dashboard, which reads the contention's activity): they run side by side. Polars
     # and numpy release the GIL, so on several cores they overlap.
     with ThreadPoolExecutor(max_workers=ANALYSIS_THREADS) as pool:
+        # First in the queue: host attribution waits for it once its groups are done.
+        dominant_job = pool.submit(_dominant, gaps, windows, settings)
         stagger_job = (
             pool.submit(measure_stagger, gaps.gaps, windows, per_gap_table=detail_tables)
             if windows.height >= 2
@@ -238,6 +236,7 @@ def analyze(
             transfers=copies,
             per_gap_detail=detail_tables,
             pool=pool,
+            steady_starts=lambda: dominant_job.result().per_gpu,
         )
         transfers_job = pool.submit(measure_transfers, trace, windows, busy.intervals)
         imbalance_job = pool.submit(
@@ -259,7 +258,8 @@ def analyze(
         imbalance, launch = imbalance_job.result(), launch_job.result()
         # Host attribution takes longest: what needs neither it nor the jobs still
         # running goes on beside it.
-        steady_job = pool.submit(_steady_state, gaps, windows, settings)
+        dominant = dominant_job.result()
+        steady_job = pool.submit(_steady_stagger, gaps, windows, dominant)
         steps_job = pool.submit(
             _measured,
             "steps",
@@ -281,11 +281,11 @@ def analyze(
         nccl = nccl_job.result()
         contention, dashboard = views_job.result()
         transfers: TransferResult | None = transfers_job.result()
-        dominant, steady_stagger = steady_job.result()
+        steady_stagger = steady_job.result()
         steps = steps_job.result()
         memory: MemoryResult | None = memory_job.result() if memory_job else None
         host = host_job.result()
-        del host_job  # it would hold the per-gap table that is narrowed below
+        del host_job  # it would hold the per-gap table that is emptied below
     if transfers is not None and not transfers.available:
         transfers = None
         unavailable["transfers"] = "no memory copies or memsets on the GPUs"
@@ -293,13 +293,7 @@ def analyze(
         unavailable["stagger"] = "one GPU ran work: stagger compares the gaps of two or more GPUs"
     if not contention.available:
         unavailable["contention"] = contention.reason or "no GPU metrics"
-    steady_causes = None
-    if host is not None:
-        steady_causes = steady_cause_sums(host.gaps, dominant.per_gpu)
-        if not detail_tables:
-            # The rest reads a few of its columns (the CPU and load analyses): the
-            # others go now (at 20M kernels, ~1 GB of cause columns).
-            host = dataclasses.replace(host, gaps=_read_after_attribution(host.gaps, gaps.keys))
+    steady_causes = host.steady if host is not None else None
     bound: BoundResult | None = None
     if ncu is not None:
         bound = measure_bound(trace.kernels, classify_kernels(ncu))
@@ -361,12 +355,6 @@ def analyze(
     )
 
 
-def _read_after_attribution(host_gaps: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
-    """The columns of host attribution's per-gap table that the CPU and load analyses read."""
-    read = {*keys, *CPU_HOST_GAP_COLUMNS, *LOAD_HOST_GAP_COLUMNS}
-    return host_gaps.select(c for c in host_gaps.columns if c in read)
-
-
 def _measured(name: str, detail_tables: bool, measure: Callable[..., R], *args: object) -> R:
     """``measure(*args)``, without its :data:`_UNREAD_EVENT_TABLES` unless ``detail_tables``."""
     result = measure(*args)
@@ -388,19 +376,23 @@ def _gpu_sources(trace: Trace) -> pl.DataFrame:
     return table.select("gpu", "source").drop_nulls().unique()
 
 
-def _steady_state(
-    gaps: GapsResult, windows: pl.DataFrame, settings: Settings
-) -> tuple[DominantResult, StaggerResult | None]:
-    """The dominant gap per GPU; when a start-up was found, stagger over steady state.
+def _dominant(gaps: GapsResult, windows: pl.DataFrame, settings: Settings) -> DominantResult:
+    """The dominant gap per GPU, its start-up and steady state.
 
     Start-up detection is off when the user chose where the windows start
     (``--start``, ``--skip-warmup``, an NVTX range).
     """
     w = settings.window
     detect = w.skip_warmup_ns == 0 and w.start_ns is None and w.kind in ("per_gpu", "common")
-    dominant = measure_dominant(gaps.gaps, gaps.summary, windows, detect=detect)
+    return measure_dominant(gaps.gaps, gaps.summary, windows, detect=detect)
+
+
+def _steady_stagger(
+    gaps: GapsResult, windows: pl.DataFrame, dominant: DominantResult
+) -> StaggerResult | None:
+    """Stagger over steady state, when a start-up was found."""
     if not dominant.any_warmup or windows.height < 2:
-        return dominant, None
+        return None
     steady = windows.join(
         dominant.per_gpu.select(pl.col("gpu").cast(windows["gpu"].dtype), "steady_start_ns"),
         on="gpu",
@@ -412,4 +404,4 @@ def _steady_state(
     clipped = gaps.gaps.select("gpu", "start_ns", "end_ns").filter(
         pl.col("start_ns") >= steady_start
     )
-    return dominant, measure_stagger(clipped, steady)
+    return measure_stagger(clipped, steady)

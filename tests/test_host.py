@@ -196,6 +196,37 @@ def test_every_cause_and_precedence_in_one_gap() -> None:
     assert row["nvtx_text"] == "tokenizer"
 
 
+@pytest.mark.parametrize("detail", [True, False])
+def test_causes_of_a_host_portion_longer_than_32_bits_of_nanoseconds(detail: bool) -> None:
+    # A host portion's causes are held in 32 bits where the longest portion fits (most
+    # traces); a longer one (here 3 s in a synchronizing call) keeps 64.
+    second = 1_000_000_000
+    trace = make_trace(
+        kernels=[
+            {"start_ns": 0, "end_ns": 100, "correlation_id": 1},
+            {"start_ns": 4 * second, "end_ns": 4 * second + 100, "correlation_id": 2},
+        ],
+        cuda_api=[
+            api(100, 3 * second + 100, "cudaDeviceSynchronize"),
+            launch(4 * second - 50, 4 * second - 10),
+        ],
+    )
+    busy = measure_busy(trace, Settings())
+    gaps = measure_gaps(busy.intervals, busy.summary, busy.keys)
+    steady = pl.DataFrame({"gpu": [0], "steady_start_ns": [0]})
+    result = attribute_gaps(
+        trace, gaps.gaps, Settings(), gaps.keys, per_gap_detail=detail, steady_starts=lambda: steady
+    )
+    row = only_gap(result)
+    assert row["cuda_sync_ns"] == 3 * second
+    expected = {"cuda_sync": 3 * second, "unattributed": second - 150, "launch_call": 40}
+    assert expected == {c: result.per_gpu[f"{c}_ns"][0] for c in expected}
+    assert result.per_gpu["gpu_wait_ns"][0] == 10
+    assert result.steady is not None
+    assert result.steady["cuda_sync_ns"].to_list() == [3 * second]
+    assert result.steady["gap_ns"].to_list() == [4 * second - 100]
+
+
 @pytest.mark.parametrize(("big", "packed"), [(2**20, True), (2**45, False)])
 def test_ids_too_wide_to_pack_give_the_same_attribution(
     big: int, packed: bool, monkeypatch: pytest.MonkeyPatch

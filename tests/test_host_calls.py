@@ -139,3 +139,83 @@ def test_direct_and_sorted_look_ups_give_one_table(
     joined = host_launch._launch_of(found, table)
     assert_frame_equal(joined.select(keys), found)
     assert joined["row"].to_list() == [None if w < 0 else w for w in want]
+
+
+# Few keys and instants: calls share keys and tie on (start, end), queries repeat keys.
+_close_call = st.tuples(
+    st.integers(0, 1), st.just(7), st.integers(0, 4), st.integers(0, 2), st.integers(0, 2)
+)
+_close_query = st.tuples(st.integers(-1, 1), st.sampled_from([-1, 7]), st.integers(-1, 5))
+
+
+@hsettings(deadline=None, max_examples=150)
+@given(
+    st.lists(st.tuples(_close_call, st.sampled_from([1, 2, 3, None])), max_size=30),
+    st.lists(_close_query, max_size=20),
+    st.integers(1, 7),
+)
+def test_streamed_look_up_gives_the_preferred_call(
+    calls: list[tuple[tuple[int, int, int, int, int], int | None]],
+    queries: list[tuple[int, int, int]],
+    batch_rows: int,
+) -> None:
+    # Calls on disk read in batches (of a few rows here, so a key's calls fall in
+    # several): each gap gets its key's preferred call, none without one. Queries
+    # repeat keys (the kernels of one CUDA graph launch share its id); a call's tid
+    # may be missing.
+    from nsysan.stored import StoredTable
+
+    keys = host_launch._CALL_KEYS
+    found = pl.DataFrame(queries, schema=dict.fromkeys(keys, pl.Int64), orient="row").with_columns(
+        pl.when(pl.col(c) >= 0).then(pl.col(c)).cast(pl.Int32 if c != keys[2] else pl.Int64)
+        for c in keys
+    )
+    rows = [(*call, tid) for call, tid in calls]
+    table = pl.DataFrame(
+        rows,
+        schema={
+            "source": pl.Int32,
+            "pid": pl.Int32,
+            "correlation_id": pl.Int64,
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "tid": pl.Int32,
+        },
+        orient="row",
+    )
+    on_disk = StoredTable(query=table.lazy(), height=table.height, schema=table.schema)
+    original = host_launch._CALL_BATCH_ROWS
+    host_launch._CALL_BATCH_ROWS = batch_rows
+    try:
+        got = host_launch._streamed_launch_of(found, on_disk)
+    finally:
+        host_launch._CALL_BATCH_ROWS = original
+    assert got is not None
+    assert_frame_equal(got.select(keys), found)
+    assert got.schema["tid"] == pl.Int32
+    best = _preferred([call for call, _ in calls])
+    want = [best.get(q) for q in queries]  # type: ignore[call-overload]
+    assert got["launch_start_ns"].to_list() == [None if w is None else calls[w][0][3] for w in want]
+    assert got["launch_end_ns"].to_list() == [None if w is None else calls[w][0][4] for w in want]
+    assert got["tid"].to_list() == [None if w is None else calls[w][1] for w in want]
+
+
+def test_streamed_look_up_leaves_keys_that_do_not_pack_to_the_others() -> None:
+    from nsysan.stored import StoredTable
+
+    found = pl.DataFrame(
+        {"_feed_source": [0], "_feed_pid": [7], "next_correlation_id": [-(1 << 40)]},
+        schema={"_feed_source": pl.Int32, "_feed_pid": pl.Int32, "next_correlation_id": pl.Int64},
+    )
+    table = pl.DataFrame(
+        {
+            "source": [0],
+            "pid": [7],
+            "correlation_id": [1],
+            "start_ns": [0],
+            "end_ns": [1],
+            "tid": [1],
+        }
+    )
+    on_disk = StoredTable(query=table.lazy(), height=1, schema=table.schema)
+    assert host_launch._streamed_launch_of(found, on_disk) is None

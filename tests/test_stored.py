@@ -74,6 +74,30 @@ def test_tables_on_disk_give_the_analysis_of_tables_in_memory(
         assert _document(trace) == in_memory
 
 
+@pytest.mark.parametrize(
+    "name", ["T039-gpu-poisson-solver", "cori", "gil-blocked", "serving-graphs-nodes"]
+)
+def test_summary_of_tables_on_disk_is_that_of_tables_in_memory(
+    name: str, cache_on: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The summary path reads a table on disk its own way: the launch calls are
+    # streamed in batches, never held (host_launch._streamed_launch_of).
+    def summary(trace) -> dict:  # type: ignore[no-untyped-def]
+        return analysis_document(analyze(trace, Settings(), detail_tables=False))
+
+    paths = _inputs(name)
+    cache.set_enabled(False)
+    in_memory = summary(load_trace(paths))
+    cache.set_enabled(True)
+    monkeypatch.setattr(stored, "STORE_MIN_ROWS", 0)
+    on_disk = load_trace(paths, store_host_tables=True)
+    assert "cuda_api" in _stored_names(on_disk)
+    assert summary(on_disk) == in_memory
+    host = in_memory["results"]["host"]
+    assert host["per_gpu"]
+    assert "steady" not in host  # Analysis.steady_causes shows it, not this result
+
+
 def test_a_run_of_files_some_on_disk(cache_on: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Two Cori ranks (5,592 CUDA calls, 29,072 scheduling events each) and T039 (14,100
     # CUDA calls, no scheduling): between those sizes, each table mixes files on disk

@@ -92,9 +92,9 @@ thread groups to the analyses' thread pool and splits each gap's time into cause
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -110,13 +110,20 @@ from nsysan.analyze.host_gil import gil_threads
 from nsysan.analyze.host_launch import KIND_ORDER, feeding_launches
 from nsysan.analyze.host_loops import first_largest
 from nsysan.analyze.host_slices import thread_group_time
-from nsysan.analyze.host_sums import long_shares, nvtx_table, per_gpu_sums, texts_per_gpu
+from nsysan.analyze.host_sums import (
+    cause_sums,
+    in_steady_state,
+    long_shares,
+    nvtx_table,
+    texts_per_gpu,
+)
 from nsysan.analyze.host_tables import (
     ENGINE,
     THREAD_KEYS,
     THREAD_NUMBER,
     feeding_rows,
     in_group,
+    portion_time_type,
     rows_on_threads,
     run_starts,
     thread_groups,
@@ -129,8 +136,11 @@ from nsysan.settings import Settings
 
 __all__ = ["LEAN_GAP_COLUMNS", "HostResult", "attribute_gaps"]
 
-# The per-gap columns the other analyses and the diagnosis read (the gap's unit keys
-# come first); the full JSON document also shows the others (HostResult.gaps).
+# The per-gap columns the other analyses read (the gap's unit keys come first): the
+# CPU analysis, each feeding thread's waits and descheduled time in gaps; the load
+# analysis, the blocking OS time of long gaps. The per-GPU sums of every cause
+# (HostResult.per_gpu, .steady) are summed here; the full JSON document shows the rest
+# (HostResult.gaps).
 LEAN_GAP_COLUMNS = (
     "start_ns",
     "end_ns",
@@ -138,7 +148,7 @@ LEAN_GAP_COLUMNS = (
     "source",
     "pid",
     "tid",
-    *(f"{c}_ns" for c in CAUSES),
+    *(f"{c}_ns" for c in ("cuda_sync", "gil_wait", "blocking_os", "descheduled")),
 )
 
 # Per-gap labels as Enums: millions of short strings are slow to build.
@@ -172,6 +182,10 @@ class HostResult:
     (columns of :func:`gil_threads`; counted over the whole trace).
     ``unavailable``: one line per cause that cannot be attributed and why;
     ``unavailable_causes``: their ids.
+    ``steady``: per GPU, the gap time from its steady state's start on, in all and per
+    cause (:func:`~nsysan.analyze.host_sums.cause_sums`); None unless
+    :func:`attribute_gaps` was given the steady starts. The analysis shows it as
+    :attr:`Analysis.steady_causes`, not in this result's document.
     """
 
     gaps: pl.DataFrame
@@ -181,6 +195,7 @@ class HostResult:
     gil_threads: pl.DataFrame
     unavailable: tuple[str, ...]
     unavailable_causes: tuple[str, ...]
+    steady: pl.DataFrame | None = field(default=None, metadata={"document": False})
 
 
 def _clamp(col: str) -> pl.Expr:
@@ -210,9 +225,15 @@ def _classified(table: pl.LazyFrame, has_api: bool, slack_ns: int) -> pl.LazyFra
 
 
 def _gap_table(
-    trace: Trace, gaps: pl.DataFrame, keys: list[str], has_api: bool, slack_ns: int
+    trace: Trace,
+    gaps: pl.DataFrame,
+    keys: list[str],
+    has_api: bool,
+    slack_ns: int,
+    call_names: bool = True,
 ) -> pl.DataFrame:
-    """The gaps, numbered (``_gap``) and classified, with their next operation and launch."""
+    """The gaps, numbered (``_gap``) and classified, with their next operation and launch
+    (without ``call_names``, maybe not the launch call's name)."""
     # The gaps' own length column (GapsResult.gaps has one) is shared, not computed again.
     length = (
         pl.col("duration_ns")
@@ -222,9 +243,9 @@ def _gap_table(
     numbered = gaps.select(*keys, "start_ns", "end_ns", length).with_row_index("_gap")
     # Only what the look-ups need goes through them; back in gap order, the result
     # sits beside the gaps.
-    found = feeding_launches(trace, numbered.select("_gap", *keys, "end_ns"), keys).drop(
-        "_gap", *keys, "end_ns"
-    )
+    found = feeding_launches(
+        trace, numbered.select("_gap", *keys, "end_ns"), keys, call_names
+    ).drop("_gap", *keys, "end_ns")
     joined = pl.concat([numbered, found], how="horizontal")
     return _classified(joined.lazy(), has_api, slack_ns).collect(engine=ENGINE)
 
@@ -279,35 +300,47 @@ def _host_portions(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return threads, portions
 
 
+# The feeding process's columns of the gap table, named for the result.
+_FEED = {"_feed_source": "source", "_feed_pid": "pid"}
+# The transfer time of a gap (host_transfers.transfer_time): in all, in its host
+# portion, in its launch call.
+_CARVED = ("_t_gap", "_t_host", "_t_call")
+
+
 def _split(
     table: pl.DataFrame,
     per_cause: dict[str, np.ndarray],
-    text_time: pl.DataFrame | None,
     has_api: bool,
     no_host_data: bool,
     carved: pl.DataFrame | None = None,
-) -> tuple[pl.DataFrame, frozenset[str]]:
-    """Adds ``<cause>_ns`` for every cause and, with the per-gap NVTX ``text_time``,
-    ``cause`` and ``nvtx_text``.
+    in_order: bool = True,
+) -> tuple[pl.LazyFrame, frozenset[str]]:
+    """``table`` with ``<cause>_ns`` (Int64) for every cause, as a plan: what reads it
+    only sums most causes, and needs no column of millions of rows per cause. Its rows
+    are in ``table``'s order only when ``in_order`` (a plan that is only summed need
+    not keep it, and streams without holding rows back).
 
-    ``carved`` (:func:`~nsysan.analyze.host_transfers.transfer_time`) has the transfer
-    time of the gaps that meet one, in all (``_t_gap``), in its host portion
-    (``_t_host``) and in its launch call (``_t_call``): that time is ``gpu_transfer``
-    and leaves the positional parts it falls in.
+    ``per_cause`` has the host causes' time per gap. ``carved``
+    (:func:`~nsysan.analyze.host_transfers.transfer_time`) has the transfer time of the
+    gaps that meet one, in all (``_t_gap``), in its host portion (``_t_host``) and in
+    its launch call (``_t_call``): that time is ``gpu_transfer`` and leaves the
+    positional parts it falls in.
 
-    Also returns the cause columns that are 0 for every gap: they stay constant
-    columns, which take no memory (a dozen columns of millions of rows would).
+    Also returns the cause columns that are 0 for every gap: constant columns, which
+    take no memory.
     """
     per_cause = {name: values for name, values in per_cause.items() if values.any()}
-    carve = carved is not None
     zero = pl.lit(0, dtype=pl.Int64)
     t_gap, t_host, t_call = (
-        (pl.col("_t_gap"), pl.col("_t_host"), pl.col("_t_call")) if carve else (zero, zero, zero)
+        [pl.col(name) for name in _CARVED] if carved is not None else [zero, zero, zero]
     )
     host_len = pl.when(_HAS_LAUNCH).then(pl.col("_l") - pl.col("start_ns") - t_host).otherwise(0)
-    rest = host_len - pl.sum_horizontal(pl.lit(0), *(pl.col(name) for name in per_cause))
+    # The host causes' time may be held narrower than Int64 (attribute_gaps).
+    rest = host_len - pl.sum_horizontal(
+        pl.lit(0, dtype=pl.Int64), *(pl.col(name).cast(pl.Int64) for name in per_cause)
+    )
     columns: dict[str, pl.Expr | None] = {f"{c}_ns": None for c in CAUSES}
-    if carve:
+    if carved is not None:
         columns["gpu_transfer_ns"] = t_gap
     if not has_api:
         # Without a CUDA API table there is no launch to look for: nothing is known.
@@ -328,54 +361,54 @@ def _split(
     constant = frozenset(
         name for name, expr in columns.items() if expr is None and name not in per_cause
     )
-    detail = text_time is not None
-    split = (
-        table.with_columns(
-            *(pl.Series(name, values) for name, values in per_cause.items()),
-            *(_carved_columns(carved, table.height) if carved is not None else []),
-            *([_nvtx_texts(table["_gap"], text_time)] if text_time is not None else []),
-        )
-        .lazy()
-        .with_columns(
-            pl.lit(0, dtype=pl.Int64).alias(name)
-            if name in constant
-            else (pl.col(name) if expr is None else expr).cast(pl.Int64).alias(name)
-            for name, expr in columns.items()
-        )
-        .collect(engine=ENGINE)
+    split = table.with_columns(
+        *(pl.Series(name, values) for name, values in per_cause.items()),
+    ).lazy()
+    if carved is not None:
+        # A join with the few gaps that met a transfer, not a column of every gap
+        # (which would take ~0.1 GB at 5M gaps: they are spread over the run).
+        split = split.join(
+            carved.lazy().select("_gap", *_CARVED),
+            on="_gap",
+            how="left",
+            maintain_order="left" if in_order else "none",
+        ).with_columns(pl.col(_CARVED).fill_null(0).cast(pl.Int64))
+    split = split.with_columns(
+        zero.alias(name)
+        if name in constant
+        else (pl.col(name) if expr is None else expr).cast(pl.Int64).alias(name)
+        for name, expr in columns.items()
     )
-    # A computed cause with no time anywhere (unattributed time where every gap is
-    # explained, say) is a constant column too.
-    computed = [name for name, expr in columns.items() if expr is not None]
+    return split, constant
+
+
+def _with_largest_cause(
+    split: pl.LazyFrame, constant: frozenset[str], text_time: pl.DataFrame
+) -> tuple[pl.DataFrame, frozenset[str]]:
+    """The per-gap detail: :func:`_split`'s table in memory with ``cause`` (the cause with
+    the most time in the gap) and ``nvtx_text`` (from the per-gap NVTX ``text_time``).
+
+    A computed cause with no time anywhere (unattributed time where every gap is
+    explained, say) becomes a constant column too, and joins ``constant``.
+    """
+    table = split.collect(engine=ENGINE)
+    computed = [f"{c}_ns" for c in CAUSES if f"{c}_ns" not in constant]
     idle = [
-        name for name in computed if split[name].null_count() == 0 and not (split[name] != 0).any()
+        name for name in computed if table[name].null_count() == 0 and not (table[name] != 0).any()
     ]
     if idle:
-        split = split.with_columns(pl.lit(0, dtype=pl.Int64).alias(name) for name in idle)
+        table = table.with_columns(pl.lit(0, dtype=pl.Int64).alias(name) for name in idle)
         constant = constant | frozenset(idle)
-    if not detail:
-        return split, constant
     # Causes sum to the gap, so a gap with time has a positive largest cause, which a
     # constant 0 column never ties: only the others are compared.
     top = first_largest(
-        [None if f"{c}_ns" in constant else split[f"{c}_ns"].to_numpy() for c in CAUSES],
-        (split["duration_ns"] > 0).to_numpy(),
+        [None if f"{c}_ns" in constant else table[f"{c}_ns"].to_numpy() for c in CAUSES],
+        (table["duration_ns"] > 0).to_numpy(),
     )
     cause = pl.Series(top).replace_strict(
         list(range(len(CAUSES))), list(CAUSES), default=None, return_dtype=_CAUSE
     )
-    return split.with_columns(cause.alias("cause")), constant
-
-
-def _carved_columns(carved: pl.DataFrame, n: int) -> list[pl.Series]:
-    """The transfer time columns of every one of ``n`` gaps, 0 where none met a transfer."""
-    rows = carved["_gap"].to_numpy()
-    columns = []
-    for name in ("_t_gap", "_t_host", "_t_call"):
-        values = np.zeros(n, dtype=np.int64)
-        values[rows] = carved[name].to_numpy()
-        columns.append(pl.Series(name, values))
-    return columns
+    return table.with_columns(cause.alias("cause"), _nvtx_texts(table["_gap"], text_time)), constant
 
 
 def _nvtx_texts(gaps: pl.Series, text_time: pl.DataFrame) -> pl.Series:
@@ -406,6 +439,7 @@ def attribute_gaps(
     transfers: pl.DataFrame | None = None,
     per_gap_detail: bool = True,
     pool: Executor | None = None,
+    steady_starts: Callable[[], pl.DataFrame] | None = None,
 ) -> HostResult:
     """Attribute every gap's time to host-side and GPU-side causes (see the module docstring).
 
@@ -415,13 +449,16 @@ def attribute_gaps(
     cause, ``gpu_transfer``, whatever the host did meanwhile (per-GPU keys only).
 
     Without ``per_gap_detail``, :attr:`HostResult.gaps` keeps only what the other
-    analyses and the diagnosis read (:data:`LEAN_GAP_COLUMNS`: the gap, its feeding
-    thread and its time per cause), not its next operation, launch call, primary
-    class, largest cause or NVTX text (at 5M gaps, ~0.2 GB less, and the largest cause
-    and NVTX text are not computed); every other result is the same.
+    analyses read (:data:`LEAN_GAP_COLUMNS`: the gap, its feeding thread and its wait
+    causes), not its next operation, launch call, primary class, its other causes,
+    largest cause or NVTX text: those are summed per GPU without a column per gap (at
+    5M gaps, ~0.5 GB less); every other result is the same.
 
     ``pool``, the analyses' thread pool when this runs in it, takes the groups of
     feeding threads that its idle workers can (:func:`~nsysan.pool.results_as_done`).
+    ``steady_starts`` gives ``gpu, steady_start_ns`` (:attr:`DominantResult.per_gpu`)
+    for :attr:`HostResult.steady`; it is called once the groups are attributed, so it
+    may wait on another job of the pool.
     """
     settings = settings or Settings()
     keys = list(keys)
@@ -432,12 +469,17 @@ def attribute_gaps(
     has_api = caps.has("cuda_api")
     no_host_data = any(not caps.has(t) for t in HOST_TABLES)
 
-    table = _gap_table(trace, gaps, keys, has_api, settings.launch_slack_ns)
+    table = _gap_table(trace, gaps, keys, has_api, settings.launch_slack_ns, per_gap_detail)
     if not per_gap_detail:
         # Held while every group is attributed; only the detail shows them (the
         # clamped launch start, _l, says whether there is a launch call).
         table = table.drop(
-            "next_correlation_id", "launch_name", "_kind_rank", "launch_start_ns", "launch_end_ns"
+            "next_correlation_id",
+            "launch_name",
+            "_kind_rank",
+            "launch_start_ns",
+            "launch_end_ns",
+            strict=False,
         )
     threads, portions = _host_portions(table)
     signature = gil_threads(rows_on_threads(trace.osrt, threads))
@@ -445,6 +487,8 @@ def attribute_gaps(
     if transfers is not None and transfers.height > 0 and keys == ["gpu"]:
         carved, pieces = transfer_time(table, portions, transfers)
     spent: dict[str, np.ndarray] = {}
+    # At 5M gaps, a cause's column is 20 MB, not 40 (portion_time_type).
+    spent_type = portion_time_type(portions)
 
     # Per gap and NVTX text for the detail (each gap's text); else summed per GPU
     # group by group, since that is all the rest reads (10M rows at 5M gaps).
@@ -465,57 +509,68 @@ def attribute_gaps(
     calls = [functools.partial(group_time, members) for members in groups]
     for k, (gap, group_spent, group_texts) in results_as_done(pool, calls):
         for name, values in group_spent.items():
-            spent.setdefault(name, np.zeros(table.height, dtype=np.int64))[gap] = values
+            spent.setdefault(name, np.zeros(table.height, dtype=spent_type))[gap] = values
         texts[k] = group_texts
     # In group order, not gap order: what reads it sorts or sums it.
     text_time = pl.concat(texts, rechunk=False) if len(texts) > 1 else texts[0]
-    table, constant = _split(
-        table, spent, text_time if per_gap_detail else None, has_api, no_host_data, carved
+    table = table.with_columns(
+        pl.col(feed).alias(name) for feed, name in _FEED.items() if name not in keys
     )
-    del spent
-
-    feed = [
-        *([pl.col("_feed_source").alias("source")] if "source" not in keys else []),
-        *([pl.col("_feed_pid").alias("pid")] if "pid" not in keys else []),
-    ]
-    out = table.select(
-        *keys,
-        "start_ns",
-        "end_ns",
-        "duration_ns",
-        *feed,
-        "tid",
-        *(
-            [
-                pl.col("_kind_rank")
-                .replace_strict(list(range(len(KIND_ORDER))), list(KIND_ORDER), return_dtype=_KIND)
-                .alias("next_kind"),
-                "next_correlation_id",
-                "launch_name",
-                "launch_start_ns",
-                "launch_end_ns",
-            ]
-            if per_gap_detail
-            else []
-        ),
-        "primary",
-        *(["cause", "nvtx_text"] if per_gap_detail else []),
-        *(f"{c}_ns" for c in CAUSES),
+    front = list(
+        dict.fromkeys([*keys, "start_ns", "end_ns", "duration_ns", "source", "pid", "tid"])
     )
     gpus = pl.concat(
-        [trace.gpus.select(pl.col("gpu").cast(pl.Int32)), out.select(pl.col("gpu").cast(pl.Int32))]
+        [
+            trace.gpus.select(pl.col("gpu").cast(pl.Int32)),
+            table.select(pl.col("gpu").cast(pl.Int32)),
+        ]
     ).unique()
-    per_gpu = per_gpu_sums(out, gpus, constant)
-    nvtx = nvtx_table(
-        texts_per_gpu(text_time, table["gpu"]) if per_gap_detail else text_time,
-        per_gpu.select("gpu", "gap_ns"),
-    )
+    starts = steady_starts() if steady_starts else None
+    if starts is not None:
+        table = table.with_columns(in_steady_state(table, starts))
+    split, constant = _split(table, spent, has_api, no_host_data, carved, per_gap_detail)
+    per_gap: pl.DataFrame | pl.LazyFrame
+    if per_gap_detail:
+        detail, constant = _with_largest_cause(split, constant, text_time)
+        out = detail.select(
+            *front,
+            pl.col("_kind_rank")
+            .replace_strict(list(range(len(KIND_ORDER))), list(KIND_ORDER), return_dtype=_KIND)
+            .alias("next_kind"),
+            "next_correlation_id",
+            "launch_name",
+            "launch_start_ns",
+            "launch_end_ns",
+            "primary",
+            "cause",
+            "nvtx_text",
+            *(f"{c}_ns" for c in CAUSES),
+        )
+        per_gap = detail
+        text_time = texts_per_gpu(text_time, table["gpu"])
+    else:
+        # The sums below read the plan; the lean table is taken from the gap table
+        # and the causes' own arrays, not through the plan's join with the transfers.
+        per_gap = split
+        out = table.select(
+            *front,
+            *(
+                pl.Series(name, spent[name]).cast(pl.Int64)
+                if name in spent and spent[name].any()
+                else pl.lit(0, dtype=pl.Int64).alias(name)
+                for name in LEAN_GAP_COLUMNS
+                if name not in front
+            ),
+        )
+    del spent
+    per_gpu, steady = cause_sums(per_gap, gpus, constant, steady=starts is not None)
     return HostResult(
-        gaps=out if per_gap_detail else out.drop("primary"),
+        gaps=out,
         per_gpu=per_gpu,
         shares=long_shares(per_gpu),
-        nvtx=nvtx,
+        nvtx=nvtx_table(text_time, per_gpu.select("gpu", "gap_ns")),
         gil_threads=signature,
         unavailable=tuple(f"{CAUSE_LABELS[c]}: {why}" for c, why in missing.items()),
         unavailable_causes=tuple(missing),
+        steady=steady,
     )

@@ -11,7 +11,9 @@ processes many, the calls' keys packed into one integer are sorted and searched
 
 Reading a table on disk, only the calls that some look-up asks for are kept: the
 asked ids marked in a table of one byte per id (:func:`asked_ids`), each batch of
-calls tested against it as it is decoded (:func:`asked_rows`).
+calls tested against it as it is decoded (:func:`asked_rows`). Where only the calls'
+thread and times are wanted, no call is kept at all: each batch updates every asked
+key's preferred call so far (:func:`prefer_calls`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "direct_call_table",
     "find_rows",
     "gather_sorted",
+    "prefer_calls",
 ]
 
 # Processes a direct table is built for; beyond, the packed keys are sorted (a
@@ -232,3 +235,49 @@ def asked_rows(
     marked its key."""
     # The marks are a table of 0 and 1: the direct look-up reads them, -1 off its ranges.
     return direct_call_rows(asked, source, pid, ids) == 1
+
+
+@_compiled
+def prefer_calls(  # type: ignore[no-untyped-def]
+    keys, queries, widths, source, pid, ids, tid, start, end, best, hint
+):
+    """Updates each query's preferred call with a batch of calls; returns the next ``hint``.
+
+    ``keys`` are the queries' (source, pid, id) keys packed with ``widths`` (bits of
+    source, pid, id; :func:`nsysan.packing.packed_key`), sorted; ``queries[i]`` is the
+    query of ``keys[i]``. A call's key is packed alike (a call whose values do not fit
+    the widths, or are negative, is no query's). ``best`` holds per query the call's
+    start, end and tid so far (rows ``0, 1, 2``) and whether there is one (row ``3``,
+    0 or 1). A call replaces the one held when it starts earlier, or starts with it and
+    ends earlier: over the calls in table order, that is the earliest-starting call,
+    then the earliest-ending, then the first in the table. ``hint`` is where the
+    previous search ended (calls come in runs of rising ids).
+    """
+    count = len(keys)
+    if count == 0:
+        return hint
+    source_bits, pid_bits, id_bits = widths[0], widths[1], widths[2]
+    at = hint
+    for i in range(len(ids)):
+        s, p, c = source[i], pid[i], ids[i]
+        if s < 0 or p < 0 or c < 0:
+            continue
+        if s >> source_bits or p >> pid_bits or c >> id_bits:
+            continue
+        key = (((s << pid_bits) + p) << id_bits) + c
+        at = last_at_or_before(keys, 0, count, at, key)
+        j = at
+        # Queries sharing the key (CUDA graph kernels share their launch's id).
+        while j >= 0 and keys[j] == key:
+            q = queries[j]
+            if (
+                best[3, q] == 0
+                or start[i] < best[0, q]
+                or (start[i] == best[0, q] and end[i] < best[1, q])
+            ):
+                best[0, q] = start[i]
+                best[1, q] = end[i]
+                best[2, q] = tid[i]
+                best[3, q] = 1
+            j -= 1
+    return at

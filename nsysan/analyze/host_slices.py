@@ -33,6 +33,7 @@ from nsysan.analyze.host_tables import (
     THREAD_NUMBER,
     Span,
     on_threads,
+    portion_time_type,
     with_rows_on_threads,
 )
 from nsysan.analyze.host_timeline import (
@@ -148,7 +149,8 @@ def thread_group_time(
     """The host causes' time of the ``portions`` on ``threads``, and their NVTX texts' time.
 
     Per portion, in their order: :func:`cause_time_per_gap` less the time under
-    transfers (``pieces``, of the same gaps), without ``_nvtx_ns``; and
+    transfers (``pieces``, of the same gaps), without ``_nvtx_ns`` and without the
+    causes that have no time in any of them (:func:`portion_time_type`); and
     :func:`text_time_per_gap`. A group of more than :data:`SLICE_PORTIONS` portions is
     cut in time slices; the results are the same.
     """
@@ -178,6 +180,7 @@ def thread_group_time(
         else None
     )
     spent: dict[str, np.ndarray] = {}
+    spent_type = portion_time_type(portions)
     texts = []
     for rows, span in slices:
         part = portions if span is None else portions[rows]
@@ -193,7 +196,10 @@ def thread_group_time(
             _slice_pieces(pieces, piece_slot, rows, portions.height),
         )
         for name, values in part_spent[0].items():
-            spent.setdefault(name, np.zeros(portions.height, dtype=np.int64))[rows] = values
+            # A cause without time here stays unwritten: its zeros take no memory, or
+            # it is left out when no slice has any.
+            if values.any():
+                spent.setdefault(name, np.zeros(portions.height, dtype=spent_type))[rows] = values
         texts.append(part_spent[1])
     return spent, pl.concat(texts) if len(texts) > 1 else texts[0]
 

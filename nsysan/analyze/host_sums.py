@@ -13,26 +13,103 @@ import polars as pl
 
 from nsysan.analyze.host_causes import CAUSE_LABELS, CAUSES, HOST_SIDE_CAUSES, PRIMARY_CLASSES
 
-__all__ = ["long_shares", "nvtx_table", "per_gpu_sums", "steady_cause_sums", "texts_per_gpu"]
+__all__ = [
+    "cause_sums",
+    "in_steady_state",
+    "long_shares",
+    "nvtx_table",
+    "per_gpu_sums",
+    "texts_per_gpu",
+]
 
 
 def per_gpu_sums(
-    gaps: pl.DataFrame, gpus: pl.DataFrame, constant: frozenset[str] = frozenset()
+    gaps: pl.DataFrame | pl.LazyFrame, gpus: pl.DataFrame, constant: frozenset[str] = frozenset()
 ) -> pl.DataFrame:
     """Per GPU sums and shares; ``constant`` names the cause columns that are 0 throughout."""
+    return cause_sums(gaps, gpus, constant)[0]
+
+
+def cause_sums(
+    gaps: pl.DataFrame | pl.LazyFrame,
+    gpus: pl.DataFrame,
+    constant: frozenset[str] = frozenset(),
+    steady: bool = False,
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Per GPU, the gaps' sums and shares (:attr:`HostResult.per_gpu`) and, with
+    ``steady``, the sums of the gaps flagged ``_steady`` (:func:`in_steady_state`:
+    :attr:`HostResult.steady`), in one pass over ``gaps``.
+
+    ``gaps``: the per-gap table, or the plan of its cause columns
+    (:func:`~nsysan.analyze.host.attribute_gaps` without the per-gap detail): its rows
+    are then summed a batch at a time, never held whole. ``gpus``: every GPU's
+    ``gpu`` (a row each, gaps or not). ``constant`` names the cause columns that are 0
+    throughout. A GPU without a steady gap has no steady row.
+    """
     cause_ns = [f"{c}_ns" for c in CAUSES]
-    sums = gaps.group_by(pl.col("gpu").cast(pl.Int32)).agg(
-        pl.len().cast(pl.Int64).alias("gap_count"),
-        pl.col("duration_ns").sum().alias("gap_ns"),
-        *(
-            (pl.col("primary") == p).sum().cast(pl.Int64).alias(f"{p}_count")
-            for p in PRIMARY_CLASSES
-        ),
-        *(
-            pl.lit(0, dtype=pl.Int64).alias(c) if c in constant else pl.col(c).sum()
-            for c in cause_ns
-        ),
+    flag = pl.col("_steady")
+    # Sums of the column where steady, else 0 (a filter per column and group is several
+    # times slower).
+    steady_sums = (
+        [
+            flag.sum().alias("_steady_gaps"),
+            *(
+                pl.when(flag).then(pl.col(c)).otherwise(0).sum().alias(f"_steady_{c}")
+                for c in ["duration_ns", *cause_ns]
+            ),
+        ]
+        if steady
+        else []
     )
+    plan = gaps.lazy()
+    sums = (
+        plan.group_by(pl.col("gpu").cast(pl.Int32))
+        .agg(
+            pl.len().cast(pl.Int64).alias("gap_count"),
+            pl.col("duration_ns").sum().alias("gap_ns"),
+            *(
+                (pl.col("primary") == p).sum().cast(pl.Int64).alias(f"{p}_count")
+                for p in PRIMARY_CLASSES
+            ),
+            *(
+                pl.lit(0, dtype=pl.Int64).alias(c) if c in constant else pl.col(c).sum()
+                for c in cause_ns
+            ),
+            *steady_sums,
+        )
+        .collect(engine="streaming")
+    )
+    per_steady = None
+    if steady:
+        per_steady = (
+            sums.filter(pl.col("_steady_gaps") > 0)
+            .select(
+                "gpu",
+                pl.col("_steady_duration_ns").cast(pl.Int64).alias("gap_ns"),
+                *(pl.col(f"_steady_{c}").cast(pl.Int64).alias(c) for c in cause_ns),
+            )
+            .sort("gpu")
+        )
+    return _shares(sums.select(pl.exclude("^_steady_.*$")), gpus), per_steady
+
+
+def in_steady_state(gaps: pl.DataFrame, steady_starts: pl.DataFrame) -> pl.Series:
+    """``_steady``: per gap of ``gaps``, whether it starts at or after its GPU's steady
+    start (``steady_starts``: ``gpu, steady_start_ns``, :attr:`DominantResult.per_gpu`);
+    null on a GPU without one."""
+    starts = steady_starts.drop_nulls("steady_start_ns")
+    steady_start = (
+        pl.col("gpu")
+        .cast(pl.Int64)
+        .replace_strict(
+            starts["gpu"].cast(pl.Int64), starts["steady_start_ns"].cast(pl.Int64), default=None
+        )
+    )
+    return gaps.select((pl.col("start_ns") >= steady_start).alias("_steady")).to_series()
+
+
+def _shares(sums: pl.DataFrame, gpus: pl.DataFrame) -> pl.DataFrame:
+    cause_ns = [f"{c}_ns" for c in CAUSES]
     counts = ["gap_count", "gap_ns", *(f"{p}_count" for p in PRIMARY_CLASSES), *cause_ns]
     joined = gpus.join(sums, on="gpu", how="left").with_columns(
         pl.col(c).fill_null(0).cast(pl.Int64) for c in counts
@@ -59,34 +136,6 @@ def per_gpu_sums(
             "dominant_cause",
         )
         .sort("gpu")
-    )
-
-
-def steady_cause_sums(gaps: pl.DataFrame, steady_starts: pl.DataFrame) -> pl.DataFrame:
-    """Per GPU, the gap time from its steady state's start on: ``gpu, gap_ns, <cause>_ns``.
-
-    ``gaps``: :attr:`HostResult.gaps`; ``steady_starts``: ``gpu, steady_start_ns``
-    (:attr:`DominantResult.per_gpu`). A gap counts when it starts at or after its GPU's
-    steady start; a GPU without such a gap has no row.
-    """
-    cause_ns = [f"{c}_ns" for c in CAUSES if f"{c}_ns" in gaps.columns]
-    starts = steady_starts.drop_nulls("steady_start_ns")
-    steady_start = (
-        pl.col("gpu")
-        .cast(pl.Int64)
-        .replace_strict(
-            starts["gpu"].cast(pl.Int64), starts["steady_start_ns"].cast(pl.Int64), default=None
-        )
-    )
-    return (
-        gaps.lazy()
-        .filter(pl.col("start_ns") >= steady_start)
-        .group_by(pl.col("gpu").cast(pl.Int32))
-        .agg(pl.col("duration_ns").sum().alias("gap_ns"), *(pl.col(c).sum() for c in cause_ns))
-        .sort("gpu")
-        # Streamed: the steady-state rows (most of the gaps) are summed batch by batch,
-        # not filtered into a copy first.
-        .collect(engine="streaming")
     )
 
 

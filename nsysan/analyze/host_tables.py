@@ -27,6 +27,7 @@ __all__ = [
     "in_group",
     "on_threads",
     "overlapping",
+    "portion_time_type",
     "Span",
     "rows_on_threads",
     "run_starts",
@@ -181,3 +182,11 @@ def in_group(
             )
         )
     return group, kept
+
+
+def portion_time_type(portions: pl.DataFrame) -> type[np.signedinteger]:
+    """The integer type for the time of a cause in each of ``portions``: Int32 where
+    the longest portion fits it (a cause's time in a portion is part of it), else Int64."""
+    longest = portions.select((pl.col("end_ns") - pl.col("start_ns")).max()).item()
+    fits = longest is None or longest <= np.iinfo(np.int32).max
+    return np.int32 if fits else np.int64

@@ -32,13 +32,19 @@ SCHEMA_HASHES: dict[int, str] = {
 
 
 def to_jsonable(value: Any) -> Any:
-    """Plain JSON values for dataclasses, DataFrames, paths, tuples and floats."""
+    """Plain JSON values for dataclasses (but their fields marked
+    ``metadata={"document": False}``), DataFrames, paths, tuples and floats."""
     if isinstance(value, pl.DataFrame):
         return [to_jsonable(row) for row in value.to_dicts()]
     if isinstance(value, pl.Series):
         return [to_jsonable(v) for v in value.to_list()]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        # A field marked ``metadata={"document": False}`` is shown elsewhere.
+        return {
+            f.name: to_jsonable(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if f.metadata.get("document", True)
+        }
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
