@@ -289,11 +289,17 @@ def _time_stats(
     ``nccl``: the NCCL kernels with their window columns; ``kernels``: all kernels with
     ``_label`` and ``_nccl``; ``labels``: the kernel labels of each collective.
     """
-    inside = nccl.filter(pl.col("in_window")).select(
-        "gpu",
-        "collective",
-        pl.col("clip_start_ns").alias("start_ns"),
-        pl.col("clip_end_ns").alias("end_ns"),
+    # Lazy: only the columns selected go through the filter.
+    inside = (
+        nccl.lazy()
+        .filter(pl.col("in_window"))
+        .select(
+            "gpu",
+            "collective",
+            pl.col("clip_start_ns").alias("start_ns"),
+            pl.col("clip_end_ns").alias("end_ns"),
+        )
+        .collect()
     )
     keys = ["gpu", "collective"]
     counts = _with_all(
@@ -311,11 +317,17 @@ def _time_stats(
         if gpu not in present:
             continue
         several = len(present[gpu]) > 1
-        own = kernels.filter((pl.col("gpu") == gpu) & (e >= start) & (s <= end)).select(
-            s.clip(lower_bound=start),
-            e.clip(upper_bound=end),
-            "_nccl",
-            *(["_label"] if several else []),
+        # Lazy: the filter gathers only the selected columns of the GPU's kernels.
+        own = (
+            kernels.lazy()
+            .filter((pl.col("gpu") == gpu) & (e >= start) & (s <= end))
+            .select(
+                s.clip(lower_bound=start),
+                e.clip(upper_bound=end),
+                "_nccl",
+                *(["_label"] if several else []),
+            )
+            .collect()
         )
         if not own.get_column("start_ns").is_sorted():
             own = own.sort("start_ns")
@@ -366,7 +378,8 @@ def _wait_stats(matched: pl.DataFrame, instance_kernels: pl.DataFrame) -> pl.Dat
     """Per (gpu, collective incl. all): matched/unmatched counts and wait totals, in windows."""
     keys = ["gpu", "collective"]
     counts = _with_all(
-        matched.filter(pl.col("in_window"))
+        matched.select(*keys, "matched", "in_window")
+        .filter(pl.col("in_window"))
         .group_by(keys)
         .agg(
             pl.col("matched").sum().cast(pl.Int64).alias("matched_kernels"),
@@ -374,16 +387,19 @@ def _wait_stats(matched: pl.DataFrame, instance_kernels: pl.DataFrame) -> pl.Dat
         )
     )
     last = pl.col("lag_ns") == pl.col("lag_ns").max().over(INSTANCE_KEY)
-    ik = instance_kernels.with_columns((last & (pl.col("lag_ns") > 0)).alias("_last")).filter(
-        pl.col("in_window")
-    )
+    # Lazy: the in-window filter copies only the columns summed, not every column.
     waits = _with_all(
-        ik.group_by(keys).agg(
+        instance_kernels.lazy()
+        .with_columns((last & (pl.col("lag_ns") > 0)).alias("_last"))
+        .filter(pl.col("in_window"))
+        .group_by(keys)
+        .agg(
             pl.col("duration_ns").sum().alias("matched_kernel_ns"),
             pl.col("wait_ns").sum().alias("wait_ns"),
             pl.col("lag_ns").sum().alias("arrival_lag_ns"),
             pl.col("_last").sum().cast(pl.Int64).alias("last_arrivals"),
         )
+        .collect()
     )
     return counts.join(waits, on=keys, how="left").with_columns(
         pl.col("matched_kernel_ns", "wait_ns", "arrival_lag_ns", "last_arrivals")
@@ -474,12 +490,15 @@ def measure_nccl(
     )
     keys = ["gpu", "collective"]
 
+    # First, while the matching's tables are not held yet; then the kernels go.
+    time_stats = _time_stats(nccl, kernels, labels, w)
+    del kernels
     matched = match_instances(nccl)
+    del nccl
     instance_kernels = kernels_by_instance(matched)
     instances = summarize_instances(instance_kernels)
     stats = (
-        _time_stats(nccl, kernels, labels, w)
-        .rename({"kernels": "nccl_kernels", "kernel_ns": "nccl_kernel_ns"})
+        time_stats.rename({"kernels": "nccl_kernels", "kernel_ns": "nccl_kernel_ns"})
         .join(_wait_stats(matched, instance_kernels), on=keys, how="left")
         .with_columns(pl.col(list(_STAT_COLUMNS)).fill_null(0).cast(pl.Int64))
     )
@@ -518,7 +537,7 @@ def measure_nccl(
         .sort(keys)
     )
 
-    in_window = matched.filter(pl.col("in_window"))
+    in_window = matched.select(*GROUP_KEY, "matched", "in_window").filter(pl.col("in_window"))
     matching = (
         matched.group_by(GROUP_KEY)
         .agg(pl.col("match_mode", "gpus", "min_count", "max_count").first())

@@ -138,7 +138,10 @@ def with_instance_key(df: pl.DataFrame) -> tuple[pl.DataFrame, list[str], list[s
 def kernels_by_instance(matched: pl.DataFrame) -> pl.DataFrame:
     """One row per matched kernel of an instance reported (``NcclResult.instance_kernels``)."""
     duration = pl.col("end_ns") - pl.col("start_ns")
-    keyed, inst, order = with_instance_key(matched.filter(pl.col("matched")))
+    # Only the columns read below go through the filters and the sort: each copies
+    # what it keeps (the matched table has twice as many).
+    read = [*INSTANCE_KEY, "gpu", "stream_id", "start_ns", "end_ns", "in_window"]
+    keyed, inst, order = with_instance_key(matched.filter(pl.col("matched")).select(read))
     return (
         keyed.filter(pl.col("in_window").any().over(inst))
         .with_columns(duration.alias("duration_ns"))
