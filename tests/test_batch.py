@@ -12,11 +12,11 @@ import signal
 import subprocess
 import sys
 import tarfile
-import time
 import zipfile
 from pathlib import Path
 
 import polars as pl
+import psutil
 import pytest
 from conftest import REPO, cori_rank_files, run_cli
 
@@ -172,12 +172,18 @@ def test_interrupted_run_leaves_whole_files_and_resumes(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "nsysan", "batch", str(src), "-o", str(out), "--jobs", "1"]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stderr is not None
+    workers: list[psutil.Process] = []
     for line in proc.stderr:  # plain log lines: stderr is not a terminal
         if line.startswith(f"[{len(names) // 2}/"):
+            workers = psutil.Process(proc.pid).children(recursive=True)
             proc.send_signal(signal.SIGTERM)
             break
     assert proc.wait(timeout=120) == 143
-    time.sleep(1)  # the worker ends with its client
+    assert workers
+    # The worker ends with its client, whatever it was doing (a worker that had
+    # finished a trace once waited forever to send its result).
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive
     assert not list(out.rglob(".*.tmp"))
     done = list((out / ".nsysan-batch").glob("*.json"))
     assert len(names) // 2 <= len(done) < len(names)

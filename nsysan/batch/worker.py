@@ -56,7 +56,7 @@ def init_worker(threads: int) -> None:
     os.environ.setdefault("POLARS_MAX_THREADS", str(threads))
     os.environ.setdefault("NUMBA_NUM_THREADS", str(threads))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
+    signal.signal(signal.SIGTERM, _on_terminate)
     if sys.platform.startswith("linux"):
         import ctypes
 
@@ -65,6 +65,28 @@ def init_worker(threads: int) -> None:
             ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         except (OSError, AttributeError):
             pass
+
+
+class _Terminated(BaseException):
+    """SIGTERM in a pool worker running a trace (:func:`init_worker`): not an
+    ``Exception``, so no failure row catches it."""
+
+
+# Whether this process is inside process_trace (what SIGTERM does depends on it).
+_running = [False]
+
+
+def _on_terminate(signum: int, frame: object) -> None:
+    """A pool worker's SIGTERM (its client ended, or was told to).
+
+    Inside a trace, the trace's work unwinds (its temporary files go); elsewhere it
+    is idle, or sending a result to a client that no longer reads it, and ends at once.
+    Not ``sys.exit``: the pool's worker loop catches it and tries to send it back, and
+    a worker blocked on a full pipe with no reader would never end.
+    """
+    if _running[0]:
+        raise _Terminated
+    os._exit(143)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -78,6 +100,18 @@ def _one_line(exc: BaseException) -> str:
 
 def process_trace(task: TraceTask) -> TraceOutcome:
     """Analyse one trace; a failure becomes a row with its one-line error."""
+    _running[0] = True
+    try:
+        return _process_trace(task)
+    except _Terminated:
+        # Unwound: the trace's temporary files are gone. Its result would go to a
+        # client that no longer reads it.
+        os._exit(143)
+    finally:
+        _running[0] = False
+
+
+def _process_trace(task: TraceTask) -> TraceOutcome:
     from nsysan.batch.inputs import materialized, with_source_labels
     from nsysan.batch.rows import empty_row, row_from_document
 
