@@ -161,7 +161,8 @@ def analyze(
     JSON document shows and nothing else reads: the stagger's per-gap table, a row per
     gap; the imbalance's bubbles, a row per GPU and iteration; the NCCL instances and
     their kernels; the steps; and the host attribution's per-gap table, once the CPU
-    and load analyses have read it (hundreds of MB on millions of kernels). Every other result is the same.
+    and load analyses have read it (hundreds of MB on millions of kernels). Every other
+    result is the same.
     """
     settings = settings or Settings()
     unavailable: dict[str, str] = {}

@@ -149,8 +149,8 @@ def thread_group_time(
     """The host causes' time of the ``portions`` on ``threads``, and their NVTX texts' time.
 
     Per portion, in their order: :func:`cause_time_per_gap` less the time under
-    transfers (``pieces``, of the same gaps), without ``_nvtx_ns`` and without the
-    causes that have no time in any of them (:func:`portion_time_type`); and
+    transfers (``pieces``, of the same gaps), in :func:`portion_time_type`'s integers,
+    without ``_nvtx_ns`` and without the causes that have no time in any of them; and
     :func:`text_time_per_gap`. A group of more than :data:`SLICE_PORTIONS` portions is
     cut in time slices; the results are the same.
     """

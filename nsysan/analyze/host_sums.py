@@ -54,7 +54,9 @@ def cause_sums(
         [
             flag.sum().alias("_steady_gaps"),
             *(
-                pl.when(flag).then(pl.col(c)).otherwise(0).sum().alias(f"_steady_{c}")
+                pl.lit(0, dtype=pl.Int64).alias(f"_steady_{c}")
+                if c in constant
+                else pl.when(flag).then(pl.col(c)).otherwise(0).sum().alias(f"_steady_{c}")
                 for c in ["duration_ns", *cause_ns]
             ),
         ]

@@ -141,7 +141,9 @@ def kernels_by_instance(matched: pl.DataFrame) -> pl.DataFrame:
     # Only the columns read below go through the filters and the sort: each copies
     # what it keeps (the matched table has twice as many).
     read = [*INSTANCE_KEY, "gpu", "stream_id", "start_ns", "end_ns", "in_window"]
-    keyed, inst, order = with_instance_key(matched.filter(pl.col("matched")).select(read))
+    keyed, inst, order = with_instance_key(
+        matched.lazy().filter(pl.col("matched")).select(read).collect()
+    )
     return (
         keyed.filter(pl.col("in_window").any().over(inst))
         .with_columns(duration.alias("duration_ns"))

@@ -39,7 +39,6 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, pl.Series):
         return [to_jsonable(v) for v in value.to_list()]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        # A field marked ``metadata={"document": False}`` is shown elsewhere.
         return {
             f.name: to_jsonable(getattr(value, f.name))
             for f in dataclasses.fields(value)
