@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from nsysan import load_trace, model
-from nsysan.analyze.nccl import COLLECTIVES, OTHER, NcclResult, classify_nccl, measure_nccl
+from nsysan.analyze.nccl import (
+    COLLECTIVES,
+    OTHER,
+    NcclResult,
+    classify_nccl,
+    measure_nccl,
+    nccl_kernels,
+)
 from nsysan.intervals import clip_to_windows, total_length, union_intervals
 
 T039 = "T039-gpu-poisson-solver/trace.sqlite"
@@ -557,6 +564,23 @@ def test_classify_matches_row_by_row_classification() -> None:
     frame = pl.DataFrame(rows, schema={"short_name": pl.String, "name": pl.String}, orient="row")
     alone = pl.concat([classify_nccl(frame.slice(i, 1)) for i in range(frame.height)])
     assert_frame_equal(classify_nccl(frame), alone)
+
+
+@pytest.mark.parametrize("label_type", [pl.String, pl.Categorical()])
+def test_nccl_kernels_are_the_classified_nccl_rows(label_type: pl.DataType) -> None:
+    pairs: list[tuple[str | None, str | None]] = [(k, None) for k, _ in NAMES]
+    pairs += [(k, None) for k in NOT_NCCL]
+    pairs += [(None, "ncclKernel_AllGather_RING_LL_Sum_int8_t(x)"), (None, None), ("gemm", "x")]
+    rows = [(i, *pairs[(i * 7) % len(pairs)]) for i in range(5 * len(pairs))]
+    frame = pl.DataFrame(
+        rows,
+        schema={"start_ns": pl.Int64, "short_name": label_type, "name": label_type},
+        orient="row",
+    )
+    expected = classify_nccl(frame).filter(pl.col("is_nccl")).drop("is_nccl")
+    assert expected.height > len(NAMES)
+    assert_frame_equal(nccl_kernels(frame), expected)
+    assert nccl_kernels(frame.filter(pl.col("short_name") == "gemm")).is_empty()
 
 
 # -- real trace T039: one process, 2 V100s, 1000 ncclKernel_SendRecv kernels ---------

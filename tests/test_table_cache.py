@@ -58,6 +58,43 @@ def test_warm_load_is_the_cold_load(cache_on: Path, export: Path) -> None:
     _assert_same_trace(load_trace(export), warm)
 
 
+def test_a_warm_load_holds_no_more_than_the_cold_load(cache_on: Path, export: Path) -> None:
+    cold = load_trace(export)
+    warm = load_trace(export)
+    # The launch dimensions and the source index are constants in the cold load.
+    assert warm.kernels.estimated_size() <= cold.kernels.estimated_size()
+    for name in TABLE_SCHEMAS:
+        table = warm.table(name)
+        if isinstance(table, pl.DataFrame) and table.width:
+            assert set(table.n_chunks("all")) == {1}, name
+
+
+def test_a_stored_frame_reads_back_with_its_constants_taking_no_memory(tmp_path: Path) -> None:
+    rows = 100_000
+    frame = pl.DataFrame(
+        {
+            "nulls": pl.Series([None] * rows, dtype=pl.Int32),
+            "one_int": pl.Series([7] * rows, dtype=pl.Int64),
+            "one_bool": pl.Series([True] * rows),
+            "one_float": pl.Series([1.5] * rows),
+            "one_text": pl.Series(["a"] * rows, dtype=pl.Categorical()),
+            "one_and_null": pl.Series([3] * (rows - 1) + [None], dtype=pl.Int32),
+            "varies": pl.Series(range(rows), dtype=pl.Int64),
+        }
+    )
+    halves = [tmp_path / "a.parquet", tmp_path / "b.parquet"]
+    frame.head(rows // 2).write_parquet(halves[0], row_group_size=4096)
+    frame.tail(rows - rows // 2).write_parquet(halves[1], row_group_size=4096)
+    read = cache._read_whole(halves)
+    # First: reading a constant's values makes it a whole column. A constant holds
+    # its one value (bytes), a whole column 12 bytes a row here.
+    constants = ("nulls", "one_int", "one_bool")
+    assert read.estimated_size() < frame.drop(constants).estimated_size() + 100
+    assert read.equals(frame)
+    assert read.schema == frame.schema
+    assert set(read.n_chunks("all")) == {1}
+
+
 def test_the_export_is_never_changed(cache_on: Path, export: Path) -> None:
     before = hashlib.sha256(export.read_bytes()).hexdigest()
     load_trace(export)

@@ -56,6 +56,7 @@ __all__ = [
     "SKEW_QUANTILE",
     "NcclResult",
     "classify_nccl",
+    "nccl_kernels",
     "measure_nccl",
 ]
 
@@ -187,6 +188,23 @@ def classify_nccl(kernels: pl.DataFrame) -> pl.DataFrame:
     ).drop("_label")
 
 
+def nccl_kernels(kernels: pl.DataFrame) -> pl.DataFrame:
+    """The NCCL kernels of ``kernels``, in their order, with ``collective``: the rows of
+    :func:`classify_nccl` that are NCCL, without ``is_nccl``.
+
+    The rows are picked by their few distinct labels, and only they are joined with
+    their collective: at 5M kernels, 0.05 s against 0.1 s for a join of every kernel.
+    """
+    labelled = kernels.drop("is_nccl", "collective", strict=False).with_columns(
+        _kernel_label().alias("_label")
+    )
+    names = _classify_labels(labelled.select("_label").unique()).filter(pl.col("is_nccl"))
+    picked = labelled.filter(is_one_of(pl.col("_label"), names["_label"].sort().to_list()))
+    return picked.join(
+        names.select("_label", "collective"), on="_label", how="left", maintain_order="left"
+    ).drop("_label")
+
+
 def nccl_outliers(kernels: pl.DataFrame, top: int = 5) -> pl.DataFrame:
     """The longest NCCL kernels against their collective's median on the same GPU.
 
@@ -196,12 +214,8 @@ def nccl_outliers(kernels: pl.DataFrame, top: int = 5) -> pl.DataFrame:
     (duration / median; null when the median is 0). An empty frame without NCCL kernels.
     """
     nccl = (
-        classify_nccl(kernels.select("gpu", "start_ns", "end_ns", "short_name", "name"))
-        .filter(
-            pl.col("is_nccl")
-            & pl.col("gpu").is_not_null()
-            & (pl.col("end_ns") >= pl.col("start_ns"))
-        )
+        nccl_kernels(kernels.select("gpu", "start_ns", "end_ns", "short_name", "name"))
+        .filter(pl.col("gpu").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns")))
         .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"))
     )
     stats = nccl.group_by("gpu", "collective").agg(
@@ -493,7 +507,8 @@ def measure_nccl(
     # First, while the matching's tables are not held yet; then the kernels go.
     time_stats = _time_stats(nccl, kernels, labels, w)
     del kernels
-    matched = match_instances(nccl)
+    # The clipped bounds served the time statistics alone: not sorted with the rest.
+    matched = match_instances(nccl.drop("clip_start_ns", "clip_end_ns"))
     del nccl
     instance_kernels = kernels_by_instance(matched)
     instances = summarize_instances(instance_kernels)

@@ -130,11 +130,8 @@ def lookup(key: str, on_disk: Collection[str] = ()) -> CachedFile | None:
             raise ValueError("another layout")
         files: dict[str, list[str]] = meta["files"]
         in_place = _linked(entry, meta, [n for n in meta["frames"] if n in on_disk])
-        # One chunk per column, as a read from SQLite leaves them: Parquet gives one per
-        # row group, and every hand-over of a chunked column to numpy copies it (at 5M
-        # kernels the analyses peaked ~0.25 GB higher on the cached tables).
         frames = {
-            name: in_place.get(name) or pl.read_parquet([entry / f for f in files[name]]).rechunk()
+            name: in_place.get(name) or _read_whole([entry / f for f in files[name]])
             for name in meta["frames"]
         }
         notes = tuple(str(n) for n in meta["notes"])
@@ -143,6 +140,49 @@ def lookup(key: str, on_disk: Collection[str] = ()) -> CachedFile | None:
         shutil.rmtree(entry, ignore_errors=True)
         return None
     return CachedFile(frames=frames, notes=notes)
+
+
+def _read_whole(paths: list[Path]) -> pl.DataFrame:
+    """The frame stored in ``paths``, as a read from SQLite leaves it.
+
+    - One chunk per column: Parquet gives one per row group, and every hand-over of a
+      chunked column to numpy copies it (at 5M kernels the analyses peaked ~0.25 GB
+      higher on the cached tables). Made one chunk a column at a time: a rechunk of the
+      whole frame held it twice (at 20M kernels of the scale8 workload, the load
+      peaked at 4.2 GB).
+    - A column of one value, or of nulls only, as a constant that takes no memory, as
+      ingest's missing columns and source index are (:func:`_constant`): read back,
+      each was a full array (at 20M kernels, the seven null launch dimensions and
+      green context ids held 0.5 GB).
+    """
+    schema = pl.read_parquet_schema(paths[0])
+    if not schema:
+        return pl.read_parquet(paths)
+    columns = []
+    for name, dtype in schema.items():
+        column = pl.read_parquet(paths, columns=[name]).to_series()
+        constant, value = _constant(column)
+        columns.append(
+            pl.select(pl.repeat(value, column.len(), dtype=dtype).alias(name))
+            if constant
+            else column.rechunk().to_frame()
+        )
+    return pl.concat(columns, how="horizontal")
+
+
+def _constant(column: pl.Series) -> tuple[bool, Any]:
+    """Whether ``column`` (not empty) holds one value throughout, and the value: nulls
+    only, or one integer or boolean value and no null (floats and text are left as
+    they are: NaNs and signed zeros do not compare as values)."""
+    if column.is_empty():
+        return False, None
+    if column.null_count() == column.len():
+        return True, None
+    dtype = column.dtype
+    if column.null_count() or not (dtype.is_integer() or dtype == pl.Boolean):
+        return False, None
+    low, high = column.min(), column.max()
+    return low == high, low
 
 
 def _linked(entry: Path, meta: dict[str, Any], names: Collection[str]) -> dict[str, StoredTable]:

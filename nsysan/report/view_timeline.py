@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from nsysan.analysis import Analysis
-from nsysan.analyze.nccl import classify_nccl
+from nsysan.analyze.nccl import nccl_kernels
 from nsysan.diagnose.facts import Facts
 from nsysan.intervals import union_intervals
 from nsysan.report import fmt, view_gpu
@@ -50,9 +50,11 @@ def _binned_busy(intervals: pl.DataFrame, gpu: int, edges: np.ndarray) -> np.nda
 def _lanes(analysis: Analysis) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Disjoint NCCL-kernel and transfer (memcpy and memset) intervals per GPU (their own
     timeline rows)."""
-    kernels = analysis.trace.kernels.filter(pl.col("gpu").is_not_null())
-    nccl = classify_nccl(kernels.select("gpu", "start_ns", "end_ns", "short_name", "name"))
-    nccl = nccl.filter(pl.col("is_nccl") & (pl.col("end_ns") >= pl.col("start_ns")))
+    # The NCCL rows are picked first: a filter of every kernel would copy every column.
+    kernels = analysis.trace.kernels.select("gpu", "start_ns", "end_ns", "short_name", "name")
+    nccl = nccl_kernels(kernels).filter(
+        pl.col("gpu").is_not_null() & (pl.col("end_ns") >= pl.col("start_ns"))
+    )
     transfers = analysis.transfers
     copies = (
         transfers.intervals
