@@ -518,6 +518,20 @@ def test_pairwise_co_idle_equals_instant_by_instant_overlap(a: list[int], b: lis
     assert in_b.tolist() == [len(idle_a & set(range(s, e))) for s, e in zip(b_s, b_e, strict=True)]
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 60), max_size=24), st.lists(st.integers(-5, 70), min_size=1, max_size=9)
+)
+def test_idle_before_an_instant_is_the_gap_time_before_it(cuts: list[int], at: list[int]) -> None:
+    from nsysan.analyze.stagger_sweep import GpuGaps
+
+    starts, ends = _disjoint(cuts)
+    gaps = GpuGaps(np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))
+    idle = {t for s, e in zip(starts, ends, strict=True) for t in range(s, e)}
+    expected = [sum(1 for t in idle if t < instant) for instant in at]
+    assert gaps.idle_before(np.array(at, dtype=np.int64)).tolist() == expected
+
+
 # The sweep as one stable sort of every edge (before it was compiled): the reference.
 def _exclusive_cum_sum(values: Any) -> Any:
     """Sums of all earlier elements."""

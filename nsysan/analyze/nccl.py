@@ -41,6 +41,7 @@ import polars as pl
 from nsysan.analyze.nccl_instances import (
     GROUP_KEY,
     INSTANCE_KEY,
+    INSTANCE_READ,
     STREAM_KEY,
     kernels_by_instance,
     match_instances,
@@ -388,10 +389,10 @@ def _time_stats(
     )
 
 
-def _wait_stats(matched: pl.DataFrame, instance_kernels: pl.DataFrame) -> pl.DataFrame:
-    """Per (gpu, collective incl. all): matched/unmatched counts and wait totals, in windows."""
+def _match_counts(matched: pl.DataFrame) -> pl.DataFrame:
+    """Per (gpu, collective incl. all): matched/unmatched counts, in windows."""
     keys = ["gpu", "collective"]
-    counts = _with_all(
+    return _with_all(
         matched.select(*keys, "matched", "in_window")
         .filter(pl.col("in_window"))
         .group_by(keys)
@@ -400,6 +401,30 @@ def _wait_stats(matched: pl.DataFrame, instance_kernels: pl.DataFrame) -> pl.Dat
             (~pl.col("matched")).sum().cast(pl.Int64).alias("unmatched_kernels"),
         )
     )
+
+
+def _match_groups(matched: pl.DataFrame) -> pl.DataFrame:
+    """Per (collective, stream rank): how it was matched, and its kernels in windows
+    (``NcclResult.matching`` but its ``matched_instances``)."""
+    in_window = matched.select(*GROUP_KEY, "matched", "in_window").filter(pl.col("in_window"))
+    return (
+        matched.group_by(GROUP_KEY)
+        .agg(pl.col("match_mode", "gpus", "min_count", "max_count").first())
+        .join(
+            in_window.group_by(GROUP_KEY).agg(
+                pl.len().cast(pl.Int64).alias("kernels"),
+                (~pl.col("matched")).sum().cast(pl.Int64).alias("unmatched_kernels"),
+            ),
+            on=list(GROUP_KEY),
+            how="left",
+        )
+    )
+
+
+def _wait_stats(counts: pl.DataFrame, instance_kernels: pl.DataFrame) -> pl.DataFrame:
+    """Per (gpu, collective incl. all): ``counts`` (:func:`_match_counts`) and wait
+    totals, in windows."""
+    keys = ["gpu", "collective"]
     last = pl.col("lag_ns") == pl.col("lag_ns").max().over(INSTANCE_KEY)
     # Lazy: the in-window filter copies only the columns summed, not every column.
     waits = _with_all(
@@ -510,11 +535,17 @@ def measure_nccl(
     # The clipped bounds served the time statistics alone: not sorted with the rest.
     matched = match_instances(nccl.drop("clip_start_ns", "clip_end_ns"))
     del nccl
-    instance_kernels = kernels_by_instance(matched)
+    # What is read of every NCCL kernel is taken now, and the matched table goes
+    # before the instances are built (it was held through NCCL's memory peak).
+    counts, groups = _match_counts(matched), _match_groups(matched)
+    in_instances = matched.lazy().filter(pl.col("matched")).select(INSTANCE_READ).collect()
+    del matched
+    instance_kernels = kernels_by_instance(in_instances)
+    del in_instances
     instances = summarize_instances(instance_kernels)
     stats = (
         time_stats.rename({"kernels": "nccl_kernels", "kernel_ns": "nccl_kernel_ns"})
-        .join(_wait_stats(matched, instance_kernels), on=keys, how="left")
+        .join(_wait_stats(counts, instance_kernels), on=keys, how="left")
         .with_columns(pl.col(list(_STAT_COLUMNS)).fill_null(0).cast(pl.Int64))
     )
     shares = [
@@ -552,19 +583,8 @@ def measure_nccl(
         .sort(keys)
     )
 
-    in_window = matched.select(*GROUP_KEY, "matched", "in_window").filter(pl.col("in_window"))
     matching = (
-        matched.group_by(GROUP_KEY)
-        .agg(pl.col("match_mode", "gpus", "min_count", "max_count").first())
-        .join(
-            in_window.group_by(GROUP_KEY).agg(
-                pl.len().cast(pl.Int64).alias("kernels"),
-                (~pl.col("matched")).sum().cast(pl.Int64).alias("unmatched_kernels"),
-            ),
-            on=list(GROUP_KEY),
-            how="left",
-        )
-        .join(
+        groups.join(
             instances.group_by(GROUP_KEY).agg(pl.len().cast(pl.Int64).alias("matched_instances")),
             on=list(GROUP_KEY),
             how="left",

@@ -19,6 +19,7 @@ from nsysan.packing import bit_widths
 __all__ = [
     "GROUP_KEY",
     "INSTANCE_KEY",
+    "INSTANCE_READ",
     "MATCH_BY_STREAM",
     "MATCH_POOLED",
     "STREAM_KEY",
@@ -39,6 +40,8 @@ MATCH_BY_STREAM = "stream"
 MATCH_POOLED = "collective"
 GROUP_KEY = ("collective", "stream_rank")
 INSTANCE_KEY = ("collective", "stream_rank", "ordinal")
+# The columns of the matched kernels that kernels_by_instance reads.
+INSTANCE_READ = (*INSTANCE_KEY, "gpu", "stream_id", "start_ns", "end_ns", "in_window")
 
 
 def stream_ranks(nccl: pl.DataFrame) -> pl.DataFrame:
@@ -136,14 +139,15 @@ def with_instance_key(df: pl.DataFrame) -> tuple[pl.DataFrame, list[str], list[s
 
 
 def kernels_by_instance(matched: pl.DataFrame) -> pl.DataFrame:
-    """One row per matched kernel of an instance reported (``NcclResult.instance_kernels``)."""
+    """One row per matched kernel of an instance reported (``NcclResult.instance_kernels``).
+
+    ``matched``: the kernels of :func:`match_instances` that are ``matched``, with at
+    least the columns :data:`INSTANCE_READ`.
+    """
     duration = pl.col("end_ns") - pl.col("start_ns")
     # Only the columns read below go through the filters and the sort: each copies
     # what it keeps (the matched table has twice as many).
-    read = [*INSTANCE_KEY, "gpu", "stream_id", "start_ns", "end_ns", "in_window"]
-    keyed, inst, order = with_instance_key(
-        matched.lazy().filter(pl.col("matched")).select(read).collect()
-    )
+    keyed, inst, order = with_instance_key(matched.select(INSTANCE_READ))
     return (
         keyed.filter(pl.col("in_window").any().over(inst))
         .with_columns(duration.alias("duration_ns"))

@@ -49,35 +49,30 @@ class GpuGaps:
     def durations(self) -> np.ndarray:
         return self.ends - self.starts
 
-    @cached_property
-    def _idle_by_edges_before(self) -> np.ndarray:
-        """Gap time before an instant ``t`` with ``m`` edges before it: ``[m] + t * (m & 1)``.
-
-        ``m = 2j``: gaps ``0 .. j-1`` are over; ``m = 2j + 1``: gap ``j`` is open
-        since ``starts[j]``.
-        """
-        table = np.empty(2 * len(self.starts) + 1, dtype=np.int64)
-        table[0] = 0
-        np.cumsum(self.durations, out=table[2::2])
-        table[1::2] = table[0:-1:2] - self.starts
-        return table
-
-    def idle_at(self, at: np.ndarray, edges_before: np.ndarray) -> np.ndarray:
-        """The GPU's gap time before each instant of ``at``, given how many of its
-        ``edges`` come before the instant (an edge at the instant may count or not).
-
-        Overwrites ``edges_before``.
-        """
-        idle = self._idle_by_edges_before[edges_before]
-        edges_before &= 1
-        edges_before *= at
-        idle += edges_before
-        return idle
-
     def idle_before(self, at: np.ndarray) -> np.ndarray:
-        """The GPU's gap time before each instant of ``at`` (few instants)."""
+        """The GPU's gap time before each instant of ``at`` (few instants).
+
+        With ``m`` gap edges before an instant ``t`` (an edge at ``t`` may count or
+        not), the ``m // 2`` first gaps are over, and with ``m`` odd the next one is
+        open since its start. The gaps over are summed between the few distinct counts,
+        in one pass: a table of the running sum at every edge (16 bytes a gap) was
+        held to the end of the stagger, at its memory peak.
+        """
+        at = np.asarray(at, dtype=np.int64)
+        idle = np.zeros(len(at), dtype=np.int64)
+        if not len(self.starts):
+            return idle
         edges_before = np.searchsorted(self.starts, at) + np.searchsorted(self.ends, at)
-        return self.idle_at(at, edges_before)
+        over = edges_before // 2
+        done, total, last = {}, 0, 0
+        for count in np.unique(over).tolist():
+            total += int(self.durations[last:count].sum())
+            done[count], last = total, count
+        idle += np.array([done[count] for count in over.tolist()], dtype=np.int64)
+        is_open = (edges_before & 1).astype(bool)
+        opened = self.starts[np.minimum(over, len(self.starts) - 1)]
+        idle += np.where(is_open, at - opened, 0)
+        return idle
 
 
 def _clipped(
