@@ -189,6 +189,15 @@ def classify_nccl(kernels: pl.DataFrame) -> pl.DataFrame:
     ).drop("_label")
 
 
+def _nccl_labels(labelled: pl.DataFrame) -> pl.DataFrame:
+    """The distinct NCCL labels of ``labelled`` (kernels with ``_label``), with their
+    ``is_nccl`` and ``collective``.
+
+    A trace has millions of kernels but few distinct names: each is parsed once.
+    """
+    return _classify_labels(labelled.select("_label").unique()).filter(pl.col("is_nccl"))
+
+
 def nccl_kernels(kernels: pl.DataFrame) -> pl.DataFrame:
     """The NCCL kernels of ``kernels``, in their order, with ``collective``: the rows of
     :func:`classify_nccl` that are NCCL, without ``is_nccl``.
@@ -199,7 +208,7 @@ def nccl_kernels(kernels: pl.DataFrame) -> pl.DataFrame:
     labelled = kernels.drop("is_nccl", "collective", strict=False).with_columns(
         _kernel_label().alias("_label")
     )
-    names = _classify_labels(labelled.select("_label").unique()).filter(pl.col("is_nccl"))
+    names = _nccl_labels(labelled)
     picked = labelled.filter(is_one_of(pl.col("_label"), names["_label"].sort().to_list()))
     return picked.join(
         names.select("_label", "collective"), on="_label", how="left", maintain_order="left"
@@ -499,8 +508,7 @@ def measure_nccl(
     if not kernels.select(valid.all()).item():
         kernels = kernels.filter(valid)
     kernels = kernels.with_columns(_kernel_label().alias("_label"))
-    # A trace has millions of kernels but few distinct names: parse each name once.
-    names = _classify_labels(kernels.select("_label").unique()).filter(pl.col("is_nccl"))
+    names = _nccl_labels(kernels)
     labels: dict[str, list[str]] = {}
     for label, collective in names.select("_label", "collective").sort("_label").iter_rows():
         labels.setdefault(collective, []).append(label)

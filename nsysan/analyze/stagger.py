@@ -42,6 +42,7 @@ over GPUs and GPU pairs, never over gaps: ``O(G * N)`` work for ``G`` GPUs and
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -189,25 +190,25 @@ def _per_gap(
     being held beside them until the end (at 5M gaps, ~0.1 GB less at the stagger's
     peak).
     """
+    take = operator.getitem if whole else dict.pop
+    kept = _PER_GAP_SCHEMA if whole else _LEAN_COLUMNS
     tables = {}
     for gpu, own in gaps_by_gpu.items():
         duration = own.durations
         dur = duration.astype(np.float64)
         # The gap's own GPU is idle all along: the integral of idle GPUs over the gap is
         # its length plus the co-idle time of every other GPU.
-        idle = duration + (co.idle[gpu] if whole else co.idle.pop(gpu))
-        others_idle = co.others[gpu] if whole else co.others.pop(gpu)
+        idle = duration + take(co.idle, gpu)
+        others_idle = take(co.others, gpu)
         idle_mean = idle / dur
         del idle
         idle_mean -= 1.0
-        any_ns = sweep.any[gpu] if whole else sweep.any.pop(gpu)
-        all_ns = sweep.all[gpu] if whole else sweep.all.pop(gpu)
+        any_ns, all_ns = take(sweep.any, gpu), take(sweep.all, gpu)
         any_share = any_ns / dur
         # With two GPUs both integrals are the co-idle time (two_gpu_sweep).
         all_share = any_share if all_ns is any_ns else all_ns / dur
         del any_ns, all_ns, dur
         columns = {
-            GPU: np.full(len(duration), gpu, dtype=np.int32) if whole else None,
             START: own.starts,
             END: own.ends,
             "duration_ns": duration,
@@ -216,13 +217,17 @@ def _per_gap(
             "others_any_idle_share": any_share,
             "others_all_idle_share": all_share,
         }
-        kept = _PER_GAP_SCHEMA if whole else _LEAN_COLUMNS
-        table = pl.DataFrame(
-            {name: columns[name] for name in kept},
-            schema={name: _PER_GAP_SCHEMA[name] for name in kept},
-        )
+        if not whole:
+            tables[gpu] = pl.DataFrame(
+                {name: columns[name] for name in kept},
+                schema={name: _PER_GAP_SCHEMA[name] for name in kept},
+            )
+            continue
+        columns[GPU] = np.full(len(duration), gpu, dtype=np.int32)
         # One GPU per table: its column is sorted, as aggregations downstream may see.
-        tables[gpu] = table.with_columns(pl.col(GPU).set_sorted()) if whole else table
+        tables[gpu] = pl.DataFrame(
+            {name: columns[name] for name in kept}, schema=_PER_GAP_SCHEMA
+        ).with_columns(pl.col(GPU).set_sorted())
     return tables
 
 
