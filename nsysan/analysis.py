@@ -249,7 +249,14 @@ def analyze(
             per_iteration_table=detail_tables,
         )
         nccl_job = pool.submit(
-            _measured, "nccl", detail_tables, measure_nccl, trace.kernels, busy.intervals, windows
+            _measured,
+            "nccl",
+            detail_tables,
+            measure_nccl,
+            trace.kernels,
+            busy.intervals,
+            windows,
+            detail_tables,
         )
         views_job = pool.submit(_device_views, trace, busy, settings)
         launch_job = pool.submit(

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from test_host import busy_host, launch, make_trace, rng
 
+from nsysan.analyze import host as host_module
 from nsysan.analyze import host_slices
 from nsysan.analyze.busy import measure_busy
 from nsysan.analyze.gaps import measure_gaps
@@ -62,6 +63,32 @@ def test_slices_give_the_unsliced_result(
     assert len(spans) > 1
     _assert_same(sliced, whole)
     assert whole.gaps["nvtx_ns"].sum() > 0 and whole.gaps["gil_wait_ns"].sum() > 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_summary_texts_summed_slice_by_slice_give_the_unsliced_sums(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without the detail, each slice's NVTX text time is summed per GPU as soon as the
+    # slice is done (host_slices.thread_group_time's summed_texts).
+    trace = busy_host(seed)
+    whole = _attributed(trace, detail=False)
+    summed: list[int] = []
+    group_time = host_slices.thread_group_time
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        spent, texts = group_time(*args, **kwargs)
+        summed.append(texts.height)
+        return spent, texts
+
+    monkeypatch.setattr(host_slices, "SLICE_PORTIONS", 2)
+    monkeypatch.setattr(host_module, "thread_group_time", counted)
+    sliced = _attributed(trace, detail=False)
+    assert summed and all(isinstance(n, int) for n in summed)
+    _assert_same(sliced, whole)
+    assert whole.nvtx["nvtx_ns"].sum() > 0
+    # The per-slice sums are what nvtx_table sums again: some text is in several slices.
+    assert sum(summed) > whole.nvtx.height
 
 
 def test_a_crossing_range_ended_before_the_slice_still_decides() -> None:

@@ -417,6 +417,30 @@ def test_properties(rows: list[tuple[int, int, int, int, str]]) -> None:
     assert (joined["wait_ns"] == joined["wait_ns_c"]).all()
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_kernel_rows())
+def test_unordered_instance_kernels_change_nothing_else(
+    rows: list[tuple[int, int, int, int, str]],
+) -> None:
+    # Without the detail, the matched kernels are not sorted (nothing shows them).
+    kernels = _kernels(rows)
+    busy = union_intervals(kernels, by="gpu")
+    windows = kernels.group_by("gpu").agg(
+        pl.col("start_ns").min().alias("window_start_ns"),
+        pl.col("end_ns").max().alias("window_end_ns"),
+    )
+    ordered = measure_nccl(kernels, busy, windows)
+    unordered = measure_nccl(kernels, busy, windows, ordered_kernels=False)
+    for name in NcclResult.__dataclass_fields__:
+        a, b = getattr(ordered, name), getattr(unordered, name)
+        if name == "instance_kernels":
+            assert_frame_equal(a, b, check_row_order=False)
+        elif isinstance(a, pl.DataFrame):
+            assert_frame_equal(a, b)
+        else:
+            assert a == b, name
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_kernel_rows())
 def test_busy_need_not_be_a_union(rows: list[tuple[int, int, int, int, str]]) -> None:

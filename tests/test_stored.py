@@ -197,6 +197,9 @@ def test_rows_on_threads_reads_what_on_threads_keeps(tmp_path: Path) -> None:
         ).with_row_index("_th")
         assert rows_on_threads(table, threads).equals(on_threads(rows, threads))
         assert rows_on_threads(rows, threads).equals(on_threads(rows, threads))
+        # Only the columns asked for (with the thread keys) are read from disk.
+        narrow = rows_on_threads(table, threads, columns=("start_ns", "tid"))
+        assert narrow.equals(on_threads(rows, threads).select("source", "pid", "tid", "start_ns"))
 
 
 def test_assembled_query_shifts_and_drops_like_the_in_memory_path(tmp_path: Path) -> None:

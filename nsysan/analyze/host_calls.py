@@ -25,6 +25,7 @@ from nsysan.compiled import compiled as _compiled
 
 __all__ = [
     "MAX_DIRECT_PROCESSES",
+    "NO_CALL",
     "asked_ids",
     "asked_rows",
     "direct_call_rows",
@@ -33,6 +34,10 @@ __all__ = [
     "gather_sorted",
     "prefer_calls",
 ]
+
+# The start and end :func:`prefer_calls` holds for a query without a call: later than
+# any call's.
+NO_CALL = np.iinfo(np.int64).max
 
 # Processes a direct table is built for; beyond, the packed keys are sorted (a
 # process is found by a scan over those seen, a handful in a real run).
@@ -247,10 +252,10 @@ def prefer_calls(  # type: ignore[no-untyped-def]
     source, pid, id; :func:`nsysan.packing.packed_key`), sorted; ``queries[i]`` is the
     query of ``keys[i]``. A call's key is packed alike (a call whose values do not fit
     the widths, or are negative, is no query's). ``best`` holds per query the call's
-    start, end and tid so far (rows ``0, 1, 2``) and whether there is one (row ``3``,
-    0 or 1). A call replaces the one held when it starts earlier, or starts with it and
-    ends earlier: over the calls in table order, that is the earliest-starting call,
-    then the earliest-ending, then the first in the table. ``hint`` is where the
+    start, end and tid so far (rows ``0, 1, 2``), start and end the largest Int64 while
+    there is none (:data:`NO_CALL`). A call replaces the one held when it starts
+    earlier, or starts with it and ends earlier: over the calls in table order, that is
+    the earliest-starting call, then the earliest-ending, then the first in the table. ``hint`` is where the
     previous search ended (calls come in runs of rising ids).
     """
     count = len(keys)
@@ -270,14 +275,9 @@ def prefer_calls(  # type: ignore[no-untyped-def]
         # Queries sharing the key (CUDA graph kernels share their launch's id).
         while j >= 0 and keys[j] == key:
             q = queries[j]
-            if (
-                best[3, q] == 0
-                or start[i] < best[0, q]
-                or (start[i] == best[0, q] and end[i] < best[1, q])
-            ):
+            if start[i] < best[0, q] or (start[i] == best[0, q] and end[i] < best[1, q]):
                 best[0, q] = start[i]
                 best[1, q] = end[i]
                 best[2, q] = tid[i]
-                best[3, q] = 1
             j -= 1
     return at

@@ -68,16 +68,23 @@ Span = tuple[int, int]
 
 
 def rows_on_threads(
-    table: HostTable, threads: pl.DataFrame, span: Span | None = None
+    table: HostTable,
+    threads: pl.DataFrame,
+    span: Span | None = None,
+    columns: Sequence[str] | None = None,
 ) -> pl.DataFrame:
     """:func:`on_threads` of a table in memory or on disk: a stored table's rows on
     ``threads`` are read alone (:func:`~nsysan.packing.among`: a group's few threads
     key by key, which row-group statistics prune). With ``span``, only the rows whose
-    time overlaps it (``start_ns < hi``, ``end_ns > lo``)."""
+    time overlaps it (``start_ns < hi``, ``end_ns > lo``); with ``columns``, only
+    those columns (with the thread keys) of a stored table."""
     if isinstance(table, pl.DataFrame):
         # The span first: a vectorized test that leaves fewer rows to find threads in.
         return on_threads(table if span is None else table.filter(overlapping(span)), threads)
-    query = among(table.lazy(), threads, THREAD_KEYS)
+    scan = table.lazy()
+    if columns is not None:
+        scan = scan.select(list(dict.fromkeys([*THREAD_KEYS, *columns])))
+    query = among(scan, threads, THREAD_KEYS)
     if span is not None:
         query = query.filter(overlapping(span))
     return query.collect(engine=ENGINE).rechunk()

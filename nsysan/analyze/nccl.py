@@ -479,7 +479,10 @@ def _pooled_share(totals: pl.DataFrame, num: str, den: str) -> float | None:
 
 
 def measure_nccl(
-    trace_kernels: pl.DataFrame, busy: pl.DataFrame, windows: pl.DataFrame
+    trace_kernels: pl.DataFrame,
+    busy: pl.DataFrame,
+    windows: pl.DataFrame,
+    ordered_kernels: bool = True,
 ) -> NcclResult:
     """NCCL share of busy time and window, overlap with compute, and collective skew.
 
@@ -488,6 +491,8 @@ def measure_nccl(
     :param busy: busy intervals ``gpu, start_ns, end_ns`` (any busy mode; clipped to
         the windows here, overlaps counted once).
     :param windows: ``gpu, window_start_ns, window_end_ns``, one row per GPU.
+    :param ordered_kernels: ``instance_kernels`` in instance and GPU order; without,
+        in no particular order (when nothing shows them: every other result is the same).
     """
     w = windows.select("gpu", "window_start_ns", "window_end_ns")
     kernels = trace_kernels.select(*_KERNEL_COLUMNS)
@@ -548,7 +553,7 @@ def measure_nccl(
     counts, groups = _match_counts(matched), _match_groups(matched)
     in_instances = matched.lazy().filter(pl.col("matched")).select(INSTANCE_READ).collect()
     del matched
-    instance_kernels = kernels_by_instance(in_instances)
+    instance_kernels = kernels_by_instance(in_instances, ordered=ordered_kernels)
     del in_instances
     instances = summarize_instances(instance_kernels)
     stats = (

@@ -138,35 +138,36 @@ def with_instance_key(df: pl.DataFrame) -> tuple[pl.DataFrame, list[str], list[s
     return keyed.with_columns(order.alias("_order")), ["_inst"], ["_order"]
 
 
-def kernels_by_instance(matched: pl.DataFrame) -> pl.DataFrame:
+def kernels_by_instance(matched: pl.DataFrame, ordered: bool = True) -> pl.DataFrame:
     """One row per matched kernel of an instance reported (``NcclResult.instance_kernels``).
 
     ``matched``: the kernels of :func:`match_instances` that are ``matched``, with at
-    least the columns :data:`INSTANCE_READ`.
+    least the columns :data:`INSTANCE_READ`. In instance and GPU order, or, without
+    ``ordered``, in no particular order (for what only groups or sums them: the sort
+    copies every row).
     """
     duration = pl.col("end_ns") - pl.col("start_ns")
     # Only the columns read below go through the filters and the sort: each copies
     # what it keeps (the matched table has twice as many).
     keyed, inst, order = with_instance_key(matched.select(INSTANCE_READ))
-    return (
+    measured = (
         keyed.filter(pl.col("in_window").any().over(inst))
         .with_columns(duration.alias("duration_ns"))
         .with_columns(
             (pl.col("start_ns") - pl.col("start_ns").min().over(inst)).alias("lag_ns"),
             (pl.col("duration_ns") - pl.col("duration_ns").min().over(inst)).alias("wait_ns"),
         )
-        .sort(order)
-        .select(
-            *INSTANCE_KEY,
-            "gpu",
-            "stream_id",
-            "start_ns",
-            "end_ns",
-            "duration_ns",
-            "lag_ns",
-            "wait_ns",
-            "in_window",
-        )
+    )
+    return (measured.sort(order) if ordered else measured).select(
+        *INSTANCE_KEY,
+        "gpu",
+        "stream_id",
+        "start_ns",
+        "end_ns",
+        "duration_ns",
+        "lag_ns",
+        "wait_ns",
+        "in_window",
     )
 
 
