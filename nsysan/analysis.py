@@ -256,7 +256,7 @@ def analyze(
             trace.kernels,
             busy.intervals,
             windows,
-            detail_tables,
+            detail_tables,  # ordered_kernels: only the full detail shows them
         )
         views_job = pool.submit(_device_views, trace, busy, settings)
         launch_job = pool.submit(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from nsysan.analyze.host_slices import range_runs, ranges_in_slice, time_slices
 from nsysan.analyze.transfers import transfer_intervals
 from nsysan.model import Trace
 from nsysan.settings import Settings
+from nsysan.stored import STORED_TABLES, StoredTable
 
 
 def _attributed(trace: Trace, detail: bool = True) -> HostResult:
@@ -73,22 +75,46 @@ def test_summary_texts_summed_slice_by_slice_give_the_unsliced_sums(
     # slice is done (host_slices.thread_group_time's summed_texts).
     trace = busy_host(seed)
     whole = _attributed(trace, detail=False)
-    summed: list[int] = []
+    returned: list[pl.DataFrame] = []
     group_time = host_slices.thread_group_time
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
+    def kept(*args: Any, **kwargs: Any) -> Any:
         spent, texts = group_time(*args, **kwargs)
-        summed.append(texts.height)
+        returned.append(texts)
         return spent, texts
 
     monkeypatch.setattr(host_slices, "SLICE_PORTIONS", 2)
-    monkeypatch.setattr(host_module, "thread_group_time", counted)
+    monkeypatch.setattr(host_module, "thread_group_time", kept)
     sliced = _attributed(trace, detail=False)
-    assert summed and all(isinstance(n, int) for n in summed)
     _assert_same(sliced, whole)
     assert whole.nvtx["nvtx_ns"].sum() > 0
-    # The per-slice sums are what nvtx_table sums again: some text is in several slices.
-    assert sum(summed) > whole.nvtx.height
+    # A (GPU, text) pair twice in one group's sums: each slice was summed on its own
+    # (summed once per group, every pair would be there once).
+    assert any(t.select("gpu", "nvtx_text").is_duplicated().any() for t in returned)
+
+
+def _on_disk(trace: Trace) -> Trace:
+    """``trace`` with its host tables read through queries, as from the table cache."""
+    return dataclasses.replace(
+        trace,
+        **{
+            name: StoredTable(query=df.lazy(), height=df.height, schema=df.schema)
+            for name in STORED_TABLES
+            if isinstance(df := trace.table(name), pl.DataFrame)
+        },
+    )
+
+
+@pytest.mark.parametrize("detail", [True, False])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_slices_of_tables_on_disk_give_the_result_in_memory(
+    seed: int, detail: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A group's NVTX ranges read from disk by nvtx_ranges, its slices' rows by span.
+    trace = busy_host(seed)
+    whole = _attributed(trace, detail)
+    monkeypatch.setattr(host_slices, "SLICE_PORTIONS", 3)
+    _assert_same(_attributed(_on_disk(trace), detail), whole)
 
 
 def test_a_crossing_range_ended_before_the_slice_still_decides() -> None:

@@ -35,8 +35,9 @@ __all__ = [
     "prefer_calls",
 ]
 
-# The start and end :func:`prefer_calls` holds for a query without a call: later than
-# any call's.
+# The start and end :func:`prefer_calls` holds for a query without a call: no earlier
+# than any call's (a call starting at this very nanosecond, some 292 years into a
+# trace, counts as none).
 NO_CALL = np.iinfo(np.int64).max
 
 # Processes a direct table is built for; beyond, the packed keys are sorted (a
@@ -255,8 +256,8 @@ def prefer_calls(  # type: ignore[no-untyped-def]
     start, end and tid so far (rows ``0, 1, 2``), start and end the largest Int64 while
     there is none (:data:`NO_CALL`). A call replaces the one held when it starts
     earlier, or starts with it and ends earlier: over the calls in table order, that is
-    the earliest-starting call, then the earliest-ending, then the first in the table. ``hint`` is where the
-    previous search ended (calls come in runs of rising ids).
+    the earliest-starting call, then the earliest-ending, then the first in the table.
+    ``hint`` is where the previous search ended (calls come in runs of rising ids).
     """
     count = len(keys)
     if count == 0:

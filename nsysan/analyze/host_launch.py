@@ -303,10 +303,10 @@ def _streamed_launch_of(found: pl.DataFrame, cuda_api: StoredTable) -> pl.DataFr
     (:func:`~nsysan.analyze.host_calls.prefer_calls`). None where the keys do not pack.
 
     It holds per gap its sorted key (8 bytes), the gap's row (4) and the preferred
-    call's start, end and tid (24), where
+    call's start, end and tid (24; 48 bytes in all until stop 36), where
     :func:`_launch_calls` and :func:`_launch_of` held the asked calls, their look-up
     table and the gathered columns: at 5M kernels of the scale8 workload, +0.32 GB at
-    its peak against +0.44 GB, in about the same time.
+    its peak against +0.44 GB, in about the same time (stop 33).
     """
     widths = bit_widths([found], _CALL_KEYS)
     if widths is None:
@@ -314,8 +314,9 @@ def _streamed_launch_of(found: pl.DataFrame, cuda_api: StoredTable) -> pl.DataFr
     keys = packed(found, _CALL_KEYS, widths).fill_null(-1).to_numpy()
     queries = np.argsort(keys, kind="stable")
     keys = keys[queries]
-    # A gap's number fits 32 bits (_gap): 4 bytes a gap less while the calls are read.
-    queries = queries.astype(np.uint32)
+    # A gap's row fits 32 bits where polars numbers rows in 32 bits (_gap): 4 bytes a
+    # gap less while the calls are read.
+    queries = queries.astype(np.uint32 if found.height <= 1 << 32 else np.int64)
     best = np.full((3, found.height), NO_CALL, dtype=np.int64)
     hint = 0
     # Without a key to look up (no operation ends a gap), no call is read.

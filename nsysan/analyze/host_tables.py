@@ -77,16 +77,18 @@ def rows_on_threads(
     ``threads`` are read alone (:func:`~nsysan.packing.among`: a group's few threads
     key by key, which row-group statistics prune). With ``span``, only the rows whose
     time overlaps it (``start_ns < hi``, ``end_ns > lo``); with ``columns``, only
-    those columns (with the thread keys) of a stored table."""
+    those columns and the thread keys (a stored table reads no other)."""
+    kept = None if columns is None else list(dict.fromkeys([*THREAD_KEYS, *columns]))
     if isinstance(table, pl.DataFrame):
         # The span first: a vectorized test that leaves fewer rows to find threads in.
-        return on_threads(table if span is None else table.filter(overlapping(span)), threads)
-    scan = table.lazy()
-    if columns is not None:
-        scan = scan.select(list(dict.fromkeys([*THREAD_KEYS, *columns])))
-    query = among(scan, threads, THREAD_KEYS)
+        rows = on_threads(table if span is None else table.filter(overlapping(span)), threads)
+        return rows if kept is None else rows.select(kept)
+    query = among(table.lazy(), threads, THREAD_KEYS)
     if span is not None:
         query = query.filter(overlapping(span))
+    if kept is not None:
+        # Pushed down to the scan: the other columns are never decoded.
+        query = query.select(kept)
     return query.collect(engine=ENGINE).rechunk()
 
 

@@ -214,6 +214,10 @@ def edge_streams(
     return streams
 
 
+# The NVTX columns nvtx_ranges reads (besides the thread keys).
+_RANGE_READ = ("start_ns", "end_ns", "text")
+
+
 def nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
     """Feeding-thread NVTX ranges with their nesting depth (1 = outermost).
 
@@ -246,10 +250,6 @@ def nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
         ranges["_range_end"].to_numpy(),
     )
     return ranges.with_columns(pl.Series("_depth", depth))
-
-
-# The NVTX columns nvtx_ranges reads.
-_RANGE_READ = (*THREAD_KEYS, "start_ns", "end_ns", "text")
 
 
 def _range_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
