@@ -169,13 +169,18 @@ def _kernels(rows: list[tuple[int, int, int, int, str]]) -> pl.DataFrame:
     return model.conform(frame, model.KERNELS)
 
 
+def _first_to_last(kernels: pl.DataFrame) -> pl.DataFrame:
+    """Windows from the first to the last kernel of each GPU."""
+    return kernels.group_by("gpu").agg(
+        pl.col("start_ns").min().alias("window_start_ns"),
+        pl.col("end_ns").max().alias("window_end_ns"),
+    )
+
+
 def _measure(kernels: pl.DataFrame, windows: pl.DataFrame | None = None) -> NcclResult:
     """measure_nccl with busy = union of all kernels, windows = first..last kernel per GPU."""
     if windows is None:
-        windows = kernels.group_by("gpu").agg(
-            pl.col("start_ns").min().alias("window_start_ns"),
-            pl.col("end_ns").max().alias("window_end_ns"),
-        )
+        windows = _first_to_last(kernels)
     return measure_nccl(kernels, union_intervals(kernels, by="gpu"), windows)
 
 
@@ -424,11 +429,7 @@ def test_unordered_instance_kernels_change_nothing_else(
 ) -> None:
     # Without the detail, the matched kernels are not sorted (nothing shows them).
     kernels = _kernels(rows)
-    busy = union_intervals(kernels, by="gpu")
-    windows = kernels.group_by("gpu").agg(
-        pl.col("start_ns").min().alias("window_start_ns"),
-        pl.col("end_ns").max().alias("window_end_ns"),
-    )
+    busy, windows = union_intervals(kernels, by="gpu"), _first_to_last(kernels)
     ordered = measure_nccl(kernels, busy, windows)
     unordered = measure_nccl(kernels, busy, windows, ordered_kernels=False)
     for name in NcclResult.__dataclass_fields__:

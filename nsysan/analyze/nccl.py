@@ -198,6 +198,11 @@ def _nccl_labels(labelled: pl.DataFrame) -> pl.DataFrame:
     return _classify_labels(labelled.select("_label").unique()).filter(pl.col("is_nccl"))
 
 
+def _has_label_of(names: pl.DataFrame) -> pl.Expr:
+    """Whether a row's ``_label`` is one of ``names``' (:func:`_nccl_labels`)."""
+    return is_one_of(pl.col("_label"), names["_label"].sort().to_list())
+
+
 def nccl_kernels(kernels: pl.DataFrame) -> pl.DataFrame:
     """The NCCL kernels of ``kernels``, in their order, with ``collective``: the rows of
     :func:`classify_nccl` that are NCCL, without ``is_nccl``.
@@ -209,7 +214,7 @@ def nccl_kernels(kernels: pl.DataFrame) -> pl.DataFrame:
         _kernel_label().alias("_label")
     )
     names = _nccl_labels(labelled)
-    picked = labelled.filter(is_one_of(pl.col("_label"), names["_label"].sort().to_list()))
+    picked = labelled.filter(_has_label_of(names))
     return picked.join(
         names.select("_label", "collective"), on="_label", how="left", maintain_order="left"
     ).drop("_label")
@@ -517,9 +522,7 @@ def measure_nccl(
     labels: dict[str, list[str]] = {}
     for label, collective in names.select("_label", "collective").sort("_label").iter_rows():
         labels.setdefault(collective, []).append(label)
-    kernels = kernels.with_columns(
-        is_one_of(pl.col("_label"), names.get_column("_label").sort().to_list()).alias("_nccl")
-    )
+    kernels = kernels.with_columns(_has_label_of(names).alias("_nccl"))
     nccl = _with_window(
         kernels.select(
             "gpu", "start_ns", "end_ns", *STREAM_KEY, "correlation_id", "_label", "_nccl"

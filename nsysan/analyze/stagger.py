@@ -217,17 +217,14 @@ def _per_gap(
             "others_any_idle_share": any_share,
             "others_all_idle_share": all_share,
         }
-        if not whole:
-            tables[gpu] = pl.DataFrame(
-                {name: columns[name] for name in kept},
-                schema={name: _PER_GAP_SCHEMA[name] for name in kept},
-            )
-            continue
-        columns[GPU] = np.full(len(duration), gpu, dtype=np.int32)
+        if whole:
+            columns[GPU] = np.full(len(duration), gpu, dtype=np.int32)
+        table = pl.DataFrame(
+            {name: columns[name] for name in kept},
+            schema={name: _PER_GAP_SCHEMA[name] for name in kept},
+        )
         # One GPU per table: its column is sorted, as aggregations downstream may see.
-        tables[gpu] = pl.DataFrame(
-            {name: columns[name] for name in kept}, schema=_PER_GAP_SCHEMA
-        ).with_columns(pl.col(GPU).set_sorted())
+        tables[gpu] = table.with_columns(pl.col(GPU).set_sorted()) if whole else table
     return tables
 
 
