@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -111,7 +111,10 @@ def run_analysis(
     settings: Any,
     nsys_path: Path | None = None,
     detail_tables: bool = False,
+    meanwhile: Callable[[], None] | None = None,
 ) -> Any:
+    """The analysis of ``traces``; ``meanwhile`` is called once they are read, before
+    they are analysed (work to overlap with the analysis)."""
     from nsysan.analysis import analyze
     from nsysan.batch.inputs import expand_run, with_source_labels
     from nsysan.ingest import load_trace
@@ -128,6 +131,8 @@ def run_analysis(
             files, launch_config=ncu is not None, nsys_path=nsys_path, store_host_tables=True
         )
         trace = with_source_labels(trace, labels)
+    if meanwhile is not None:
+        meanwhile()
     with phase(f"analysing {trace.kernels.height:,} kernels on {trace.gpu_count} GPU(s)"):
         analysis = analyze(trace, settings, ncu=ncu, ncu_path=ncu_csv, detail_tables=detail_tables)
     # A CSV of another program joins little of the trace: say so (the report does too).
@@ -246,11 +251,17 @@ def report(
     Several files (one per rank or node), or a folder or archive of them, are one
     analysis on one timeline.
     """
-    from nsysan.report import write_report
+    from nsysan.report import import_page_modules_meanwhile, write_report
 
     target = output or _default_report_path(traces)
     refuse_overwrite_inputs([target, json_path], traces, ncu_csv)
-    analysis = run_analysis(traces, ncu_csv, build_settings(**options, lang=lang), nsys_path)
+    analysis = run_analysis(
+        traces,
+        ncu_csv,
+        build_settings(**options, lang=lang),
+        nsys_path,
+        meanwhile=import_page_modules_meanwhile,
+    )
     from nsysan.progress import phase
 
     with phase(f"writing {target.name}"):

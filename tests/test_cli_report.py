@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,22 @@ def test_window_options_are_applied(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "not a duration" in err
     code, _, err = run_cli(["analyze", "--nvtx-range", "no such range", str(trace)], capsys)
     assert code == 1 and len(err.strip().splitlines()) == 1
+
+
+def test_the_page_modules_are_imported_while_the_trace_is_analysed() -> None:
+    # In a fresh interpreter: the thread imports plotly and the page's modules, and the
+    # interpreter waits for it (not a daemon) rather than ending under it.
+    code = (
+        "import sys, threading\n"
+        "from nsysan.report import import_page_modules_meanwhile\n"
+        "started, start = [], threading.Thread.start\n"
+        "threading.Thread.start = lambda t: (started.append(t), start(t))[1]\n"
+        "assert 'plotly' not in sys.modules\n"
+        "import_page_modules_meanwhile()\n"
+        "(t,) = [t for t in started if t.name == 'nsysan-page-imports']\n"
+        "assert not t.daemon\n"
+        "t.join()\n"
+        "print('plotly' in sys.modules, 'nsysan.report.html' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "True"]

@@ -18,6 +18,7 @@ from nsysan.analyze.host_loops import (
     OUTSIDE,
     EdgeStreams,
     Segments,
+    at_or_before,
     cause_segments,
     first_largest,
     time_per_cause,
@@ -268,14 +269,10 @@ def _text_segments(draw: st.DrawFn) -> list[tuple[int, int, int, int, bool]]:
     return out
 
 
-@given(_text_segments(), portions, st.sampled_from([CROSSING, 7]))
-@hsettings(max_examples=200, deadline=None)
-def test_time_per_text_sums_the_instants_of_each_portion(
-    segs: list[tuple[int, int, int, int, bool]], ps: list[tuple[int, int, int]], crossing: int
-) -> None:
-    # Ranges 0..3 have texts 5, 6, 7, 5: two ranges share a text, and crossing ranges
-    # share one with range 2 when ``crossing`` is 7.
-    codes = np.array([5, 6, 7, 5])
+def _texts_input(
+    segs: list[tuple[int, int, int, int, bool]], ps: list[tuple[int, int, int]]
+) -> tuple[Segments, list[np.ndarray]]:
+    """:func:`_text_segments` as segments (cause 1 where counted), ``ps`` as portion arrays."""
     counts = np.bincount([s[0] for s in segs], minlength=THREADS)
     segments = Segments(
         np.concatenate([[0], np.cumsum(counts)]),
@@ -286,6 +283,18 @@ def test_time_per_text_sums_the_instants_of_each_portion(
     )
     por = [np.array([p[i] for p in ps], dtype=np.int64) for i in range(3)]
     por[2] = por[1] + por[2]
+    return segments, por
+
+
+@given(_text_segments(), portions, st.sampled_from([CROSSING, 7]))
+@hsettings(max_examples=200, deadline=None)
+def test_time_per_text_sums_the_instants_of_each_portion(
+    segs: list[tuple[int, int, int, int, bool]], ps: list[tuple[int, int, int]], crossing: int
+) -> None:
+    # Ranges 0..3 have texts 5, 6, 7, 5: two ranges share a text, and crossing ranges
+    # share one with range 2 when ``crossing`` is 7.
+    codes = np.array([5, 6, 7, 5])
+    segments, por = _texts_input(segs, ps)
 
     def text(row: int) -> int:
         return int(codes[row]) if row >= 0 else crossing
@@ -309,6 +318,74 @@ def test_time_per_text_sums_the_instants_of_each_portion(
     assert got == {k: (v[0], v[1]) for k, v in want.items()}
     for r, p in zip(named, portion, strict=True):  # the range named is one the portion met
         assert any(s[0] == ps[p][0] and s[3] == r for s in segs)
+
+
+@given(
+    _text_segments(),
+    portions,
+    st.sampled_from([CROSSING, 7]),
+    st.lists(st.integers(0, 2), min_size=12, max_size=12),
+)
+@hsettings(max_examples=200, deadline=None)
+def test_time_per_key_and_text_sums_time_per_text_over_each_key(
+    segs: list[tuple[int, int, int, int, bool]],
+    ps: list[tuple[int, int, int]],
+    crossing: int,
+    key_of: list[int],
+) -> None:
+    # The same texts as above, numbered 0..3 (crossing: 3, or 2 when it shares range
+    # 2's text); portions in three keys (GPUs), in any order.
+    codes = np.array([5, 6, 7, 5])
+    segments, por = _texts_input(segs, ps)
+    keys = np.array(key_of[: len(ps)], dtype=np.int64)
+    number = {5: 0, 6: 1, 7: 2, CROSSING: 3}
+
+    def text(row: int) -> int:
+        return int(codes[row]) if row >= 0 else crossing
+
+    portion, named, covered, counted = host_text_loops.time_per_text(
+        segments, codes, crossing, 1, por
+    )
+    want: dict[tuple[int, int], list[int]] = {}
+    for p, r, c, n in zip(portion, named, covered, counted, strict=True):
+        tally = want.setdefault((int(keys[p]), text(r)), [0, 0])
+        tally[0] += int(c)
+        tally[1] += int(n)
+    key, named, covered, counted = host_text_loops.time_per_key_and_text(
+        segments,
+        np.array([number[c] for c in codes]),
+        number[crossing],
+        4,
+        1,
+        por,
+        keys,
+        3,
+    )
+    got = {
+        (int(k), text(r)): [int(c), int(n)]
+        for k, r, c, n in zip(key, named, covered, counted, strict=True)
+    }
+    assert len(got) == len(key)  # one row per (key, text)
+    assert got == want
+    for k, r in zip(key, named, strict=True):  # the range named is one the key's portions met
+        assert any(
+            s[3] == r and keys[p] == k and s[0] == ps[p][0] for s in segs for p in range(len(ps))
+        )
+
+
+@given(
+    st.lists(st.integers(-5, 40), max_size=30),
+    st.lists(st.integers(-10, 50), max_size=30),
+)
+@hsettings(deadline=None)
+def test_at_or_before_counts_like_a_binary_search(values: list[int], instants: list[int]) -> None:
+    ordered, asked = (
+        np.sort(np.array(values, dtype=np.int64)),
+        np.sort(np.array(instants, dtype=np.int64)),
+    )
+    np.testing.assert_array_equal(
+        at_or_before(ordered, asked), np.searchsorted(ordered, asked, side="right")
+    )
 
 
 def innermost_per_segment(

@@ -8,10 +8,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import example, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from test_host import busy_host, launch, make_trace, rng
 
 from nsysan.analyze import host as host_module
-from nsysan.analyze import host_slices
+from nsysan.analyze import host_slices, host_timeline
 from nsysan.analyze.busy import measure_busy
 from nsysan.analyze.gaps import measure_gaps
 from nsysan.analyze.host import HostResult, attribute_gaps
@@ -174,3 +177,88 @@ def test_ranges_in_slice_keeps_the_last_before_it_per_thread_and_depth() -> None
     # Thread 0: "outer" overlaps; "z", the last opened before 50 and the last at
     # depth 2. Thread 1: "t1" (last before, depth 1) and "t1b" (overlaps).
     assert kept["text"].to_list() == ["outer", "z", "t1", "t1b"]
+
+
+# Ranges (thread, start, length) that nest or cross, on two threads; a span (lo, length).
+_ranges = st.lists(
+    st.tuples(st.integers(0, 1), st.integers(0, 40), st.integers(1, 30)), max_size=30
+)
+
+
+@hsettings(max_examples=500, deadline=None)
+@given(_ranges, st.integers(0, 50), st.integers(1, 20), st.sampled_from([1, 2, 3, 256]))
+# [22, 28) is the last begun before 30 at depth 1 (neither the thread's last nor open),
+# and [30, 40) begins at the span's start, at that depth: not before it.
+@example([(0, 10, 10), (0, 22, 6), (0, 24, 2), (0, 30, 10)], 30, 5, 256)
+def test_ranges_in_slice_are_those_of_the_definition(
+    rows: list[tuple[int, int, int]], lo: int, length: int, block: int
+) -> None:
+    # In blocks of 1-3 ranges, whole blocks ended before the span are skipped.
+    ordered = sorted((t, a, a + n) for t, a, n in rows)
+    ordered.sort(key=lambda r: (r[0], r[1], -r[2]))  # as nvtx_ranges orders them
+    th, start, end = ([r[k] for r in ordered] for k in range(3))
+    depth = host_timeline._nesting_depth(*(np.array(v, dtype=np.int64) for v in (th, start, end)))
+    ranges = pl.DataFrame(
+        {
+            "_th": th,
+            "start_ns": start,
+            "_range_end": end,
+            "text": [f"r{i}" for i in range(len(th))],
+            "_depth": depth,
+        },
+        schema={
+            "_th": pl.UInt32,
+            "start_ns": pl.Int64,
+            "_range_end": pl.Int64,
+            "text": pl.String,
+            "_depth": pl.Int32,
+        },
+    )
+    depth = depth.tolist()
+    hi = lo + length
+    want = set()
+    for i in range(len(th)):
+        mine = [j for j in range(len(th)) if th[j] == th[i] and start[j] < lo]
+        if start[i] < hi and end[i] > lo:
+            want.add(i)  # overlaps the span
+        if mine and i == mine[-1]:
+            want.add(i)  # the last begun before it on its thread
+        if [j for j in mine if depth[j] == depth[i]][-1:] == [i]:
+            want.add(i)  # the last begun before it at its depth
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(host_slices, "_RANGE_BLOCK", block)
+        kept = ranges_in_slice(ranges, range_runs(ranges), lo, hi)
+    assert kept.equals(ranges[sorted(want)])
+
+
+def test_texts_numbered_by_code_or_among_the_ranges_or_not_at_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    codes = np.array([7, 3, 7, 900], dtype=np.uint32)
+    monkeypatch.setattr(host_timeline, "_KEY_TEXT_CELLS", 2_000)
+    # Codes as they are: 901 texts for two keys fit.
+    numbers, crossing, count = host_timeline._text_numbers(codes, 5, 2)
+    assert numbers.tolist() == [7, 3, 7, 900] and (crossing, count) == (5, 901)
+    # Three keys do not: the distinct codes (and the crossing one) in order, 3 5 7 900.
+    numbers, crossing, count = host_timeline._text_numbers(codes, 5, 3)
+    assert numbers.tolist() == [2, 0, 2, 3] and (crossing, count) == (1, 4)
+    # The crossing code may be one of the ranges' texts (a range named like it).
+    numbers, crossing, count = host_timeline._text_numbers(codes, 900, 3)
+    assert numbers.tolist() == [1, 0, 1, 2] and (crossing, count) == (2, 3)
+    monkeypatch.setattr(host_timeline, "_KEY_TEXT_CELLS", 11)
+    assert host_timeline._text_numbers(codes, 5, 3) is None
+
+
+@pytest.mark.parametrize("cells", [0, 1 << 21])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_texts_summed_per_gpu_are_those_of_the_per_gap_texts(
+    seed: int, cells: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Summed in the (GPU, text) table, or (no cell allowed) from the per-gap rows.
+    trace = busy_host(seed)
+    detail = _attributed(trace, detail=True)
+    monkeypatch.setattr(host_timeline, "_KEY_TEXT_CELLS", cells)
+    monkeypatch.setattr(host_slices, "SLICE_PORTIONS", 3)
+    lean = _attributed(trace, detail=False)
+    assert lean.nvtx.equals(detail.nvtx) and lean.per_gpu.equals(detail.per_gpu)
+    assert detail.nvtx["nvtx_ns"].sum() > 0

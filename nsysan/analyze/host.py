@@ -497,8 +497,7 @@ def attribute_gaps(
     # Per gap and NVTX text for the detail (each gap's text); else summed per GPU
     # slice by slice (nvtx_table sums the slices' sums), since that is all the rest
     # reads (10M rows at 5M gaps).
-    gap_gpu = table["gpu"]
-    summed_texts = None if per_gap_detail else lambda texts: texts_per_gpu(texts, gap_gpu)
+    text_keys = None if per_gap_detail else table["gpu"]
 
     def group_time(members: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray], pl.DataFrame]:
         group, (group_portions, group_pieces) = in_group(threads, members, [portions, pieces])
@@ -508,7 +507,7 @@ def attribute_gaps(
             gap_table["start_ns"].gather(gap), gap_table["_l"].gather(gap).alias("end_ns")
         )
         group_spent, group_texts = thread_group_time(
-            trace, group, signature, group_portions, group_pieces, summed_texts
+            trace, group, signature, group_portions, group_pieces, text_keys
         )
         return group_portions["_gap"].to_numpy(), group_spent, group_texts
 

@@ -35,6 +35,7 @@ __all__ = [
     "OUTSIDE",
     "EdgeStreams",
     "Segments",
+    "at_or_before",
     "cause_segments",
     "first_largest",
     "first_meeting",
@@ -365,7 +366,7 @@ def time_per_cause(
     and adds up the run of segments it overlaps: the cost follows the segments inside
     portions, not every segment of the threads.
     """
-    present = np.flatnonzero(np.bincount(segments.cause, minlength=layer_count))
+    present = np.flatnonzero(_layers_met(segments.cause, layer_count))
     # Only causes that occur get a row: usually two or three of seven.
     row = np.full(max(layer_count, 1), -1, dtype=np.int64)
     row[present] = np.arange(len(present))
@@ -388,6 +389,16 @@ def time_per_cause(
 
 
 @_compiled
+def _layers_met(cause, layer_count):  # type: ignore[no-untyped-def]
+    """Whether each layer ``0 .. layer_count - 1`` is some segment's cause (a bincount
+    would copy the int8 causes to a machine-word array first)."""
+    met = np.zeros(layer_count, dtype=np.bool_)
+    for i in range(len(cause)):
+        met[cause[i]] = True
+    return met
+
+
+@_compiled
 def _add_overlaps(  # type: ignore[no-untyped-def]
     seg_bounds, seg_start, seg_end, seg_cause, seg_range, row, thread, start, end, slot, out
 ):
@@ -403,6 +414,22 @@ def _add_overlaps(  # type: ignore[no-untyped-def]
                 if seg_range[i] != OUTSIDE:
                     out[in_range, slot[p]] += overlap
             i += 1
+
+
+@_compiled
+def at_or_before(values, instants):  # type: ignore[no-untyped-def]
+    """Per instant, how many ``values`` are at or before it; both sorted ascending.
+
+    ``np.searchsorted(values, instants, side="right")`` as one merge: linear, where a
+    binary search per instant jumps about millions of rows.
+    """
+    counts = np.empty(len(instants), dtype=np.int64)
+    j = 0
+    for i in range(len(instants)):
+        while j < len(values) and values[j] <= instants[i]:
+            j += 1
+        counts[i] = j
+    return counts
 
 
 @_compiled

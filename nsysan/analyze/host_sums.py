@@ -100,12 +100,11 @@ def in_steady_state(gaps: pl.DataFrame, steady_starts: pl.DataFrame) -> pl.Serie
     start (``steady_starts``: ``gpu, steady_start_ns``, :attr:`DominantResult.per_gpu`);
     null on a GPU without one."""
     starts = steady_starts.drop_nulls("steady_start_ns")
-    steady_start = (
-        pl.col("gpu")
-        .cast(pl.Int64)
-        .replace_strict(
-            starts["gpu"].cast(pl.Int64), starts["steady_start_ns"].cast(pl.Int64), default=None
-        )
+    # The few GPUs are cast to the gaps' type, not the millions of gaps to Int64.
+    steady_start = pl.col("gpu").replace_strict(
+        starts["gpu"].cast(gaps.schema["gpu"]),
+        starts["steady_start_ns"].cast(pl.Int64),
+        default=None,
     )
     return gaps.select((pl.col("start_ns") >= steady_start).alias("_steady")).to_series()
 
@@ -161,7 +160,7 @@ def texts_per_gpu(text_time: pl.DataFrame, gpu: pl.Series) -> pl.DataFrame:
     # A gap's number is its row in the gap table (_gap_table): a gather, not a join.
     return (
         text_time.with_columns(gpu.gather(text_time["_gap"]))
-        .group_by("gpu", "nvtx_text")
+        .group_by(gpu.name, "nvtx_text")
         .agg(pl.col("nvtx_ns").sum(), pl.col("covered_ns").sum())
     )
 

@@ -9,7 +9,7 @@ threads; the feeding threads in groups, attributed one group at a time.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import numpy as np
@@ -28,6 +28,7 @@ __all__ = [
     "on_threads",
     "overlapping",
     "portion_time_type",
+    "position_type",
     "Span",
     "rows_on_threads",
     "run_starts",
@@ -103,15 +104,18 @@ def with_rows_on_threads(
     threads: pl.DataFrame,
     tables: Sequence[str] = STORED_TABLES,
     span: Span | None = None,
+    columns: Mapping[str, Sequence[str]] | None = None,
 ) -> Trace:
     """``trace`` with its host ``tables`` read for ``threads`` only: what host
     attribution reads of one group of feeding threads. Without ``span``, tables in
     memory stay whole; with it, every table of ``tables`` is cut to the rows that
-    overlap it (a slice of the group, :mod:`nsysan.analyze.host_slices`)."""
+    overlap it (a slice of the group, :mod:`nsysan.analyze.host_slices`). ``columns``
+    names, for some of the tables, the only columns read (and the thread keys)."""
+    columns = columns or {}
     return dataclasses.replace(
         trace,
         **{
-            name: rows_on_threads(trace.table(name), threads, span)
+            name: rows_on_threads(trace.table(name), threads, span, columns.get(name))
             for name in tables
             if span is not None or isinstance(trace.table(name), StoredTable)
         },
@@ -199,3 +203,9 @@ def portion_time_type(portions: pl.DataFrame) -> type[np.signedinteger]:
     longest = portions.select((pl.col("end_ns") - pl.col("start_ns")).max()).item()
     fits = longest is None or longest <= np.iinfo(np.int32).max
     return np.int32 if fits else np.int64
+
+
+def position_type(rows: int) -> type[np.signedinteger]:
+    """The integer type for positions among ``rows`` rows (or counts up to it): int32
+    where they fit, half the bytes of numpy's int64 positions, else int64."""
+    return np.int32 if rows <= np.iinfo(np.int32).max else np.int64

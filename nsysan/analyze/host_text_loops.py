@@ -15,7 +15,7 @@ import numpy as np
 from nsysan.analyze.host_loops import CROSSING, OUTSIDE, Segments, first_meeting
 from nsysan.compiled import compiled as _compiled
 
-__all__ = ["time_per_text"]
+__all__ = ["time_per_key_and_text", "time_per_text"]
 
 
 def time_per_text(
@@ -129,3 +129,88 @@ def _text_totals(  # type: ignore[no-untyped-def]
             i += 1
         out += n
     return portion, named_range, covered, counted_ns
+
+
+def time_per_key_and_text(
+    segments: Segments,
+    range_texts: np.ndarray,
+    crossing_text: int,
+    text_count: int,
+    counted_cause: int,
+    portions: Sequence[np.ndarray],
+    portion_key: np.ndarray,
+    key_count: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`time_per_text` summed over the portions of each key: one row per (key, text) met.
+
+    Texts and keys are numbered ``0 .. text_count - 1`` and ``0 .. key_count - 1``:
+    ``range_texts`` per range (``crossing_text`` where ranges cross), ``portion_key``
+    per portion. Returns the rows' key, the innermost range of the first segment met
+    with that text and key (int32, ``CROSSING`` for crossing ranges), ``covered_ns``
+    and ``counted_ns``, in (key, text) order. One walk of each portion's segments adds
+    to a (key, text) table: no row per portion and text, no second walk to find them.
+    """
+    covered = np.zeros((key_count, text_count), dtype=np.int64)
+    counted = np.zeros((key_count, text_count), dtype=np.int64)
+    first_range = np.full((key_count, text_count), OUTSIDE, dtype=np.int32)
+    p_th, p_start, p_end = (np.ascontiguousarray(a) for a in portions)
+    _add_key_texts(
+        segments.bounds,
+        segments.start,
+        segments.end,
+        segments.nvtx_range,
+        np.ascontiguousarray(range_texts),
+        crossing_text,
+        segments.cause,
+        counted_cause,
+        p_th,
+        p_start,
+        p_end,
+        np.ascontiguousarray(portion_key),
+        covered,
+        counted,
+        first_range,
+    )
+    # A (key, text) met has time: a segment counts only where it overlaps a portion.
+    met = np.flatnonzero(covered.ravel() > 0)
+    return (
+        met // max(text_count, 1),
+        first_range.ravel()[met],
+        covered.ravel()[met],
+        counted.ravel()[met],
+    )
+
+
+@_compiled
+def _add_key_texts(  # type: ignore[no-untyped-def]
+    seg_bounds,
+    start,
+    end,
+    seg_range,
+    range_texts,
+    crossing_text,
+    seg_cause,
+    counted_cause,
+    p_th,
+    p_start,
+    p_end,
+    p_key,
+    covered,
+    counted,
+    first_range,
+):
+    hints = seg_bounds[:-1].copy()
+    for p in range(len(p_th)):
+        i, hi = first_meeting(seg_bounds, end, p_th[p], p_start[p], hints)
+        key = p_key[p]
+        while i < hi and start[i] < p_end[p]:
+            o = min(end[i], p_end[p]) - max(start[i], p_start[p])
+            r = seg_range[i]
+            if o > 0 and r != OUTSIDE:
+                text = range_texts[r] if r >= 0 else crossing_text
+                if first_range[key, text] == OUTSIDE:
+                    first_range[key, text] = r
+                covered[key, text] += o
+                if seg_cause[i] == counted_cause:
+                    counted[key, text] += o
+            i += 1

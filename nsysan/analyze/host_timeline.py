@@ -31,20 +31,23 @@ from nsysan.analyze.host_loops import (
     CROSSING,
     EdgeStreams,
     Segments,
+    at_or_before,
     cause_segments,
     time_per_cause,
 )
+from nsysan.analyze.host_sums import texts_per_gpu
 from nsysan.analyze.host_tables import (
     ENGINE,
     THREAD_KEYS,
     THREAD_NUMBER,
     feeding_rows,
     on_threads,
+    position_type,
     rows_on_threads,
     thread_numbers,
     with_rows_on_threads,
 )
-from nsysan.analyze.host_text_loops import time_per_text
+from nsysan.analyze.host_text_loops import time_per_key_and_text, time_per_text
 from nsysan.model import Trace
 from nsysan.stored import StoredTable
 
@@ -56,6 +59,7 @@ __all__ = [
     "nvtx_ranges",
     "streams_cut",
     "text_time_per_gap",
+    "text_time_per_key",
     "timeline_segments",
 ]
 
@@ -157,6 +161,7 @@ def edge_streams(
     signature: pl.DataFrame,
     ranges: pl.DataFrame,
     portions: pl.DataFrame | None,
+    descheduled: pl.DataFrame | None = None,
 ) -> EdgeStreams:
     """The edges of every host cause's intervals on the feeding threads (and of ``portions``).
 
@@ -165,7 +170,8 @@ def edge_streams(
     ``gil_wait``, ``blocking_os`` or ``os_call`` (a GIL wait is also a blocking call,
     but only the first layer open counts, so it need not be in both). ``ranges`` are
     :func:`nvtx_ranges`, added in their order; ``portions``, if any, are the layer
-    after the causes.
+    after the causes. ``descheduled``: the threads' :func:`descheduled_intervals`, when
+    already known (else they are found from the trace's scheduling rows).
     """
     streams = EdgeStreams(threads.height)
     api = trace.cuda_api
@@ -190,7 +196,8 @@ def edge_streams(
         .when(~blocking)
         .then(_layer_number("os_call")),
     )
-    descheduled = descheduled_intervals(on_threads(trace.sched, threads))
+    if descheduled is None:
+        descheduled = descheduled_intervals(on_threads(trace.sched, threads))
     _add_table(
         streams,
         descheduled,
@@ -282,13 +289,14 @@ def _nesting_depth(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np
     Ranges opened so far (this one included) minus those ended by its start; exact
     for properly nested (push/pop) ranges.
     """
-    depth = np.empty(len(thread), dtype=np.int64)
+    # A depth is at most a thread's ranges: 32 bits (4 bytes a range less at 20M kernels).
+    depth = np.empty(len(thread), dtype=position_type(len(thread)))
     cuts = [0, *(np.flatnonzero(np.diff(thread)) + 1), len(thread)]
     for lo, hi in itertools.pairwise(cuts):
         # Ends come nearly in order (ranges nest): timsort takes them in about one pass.
         ended = np.sort(end[lo:hi], kind="stable")
-        opened = np.arange(1, hi - lo + 1)
-        depth[lo:hi] = opened - np.searchsorted(ended, start[lo:hi], side="right")
+        # Starts are sorted too: one merge, not a binary search per range.
+        depth[lo:hi] = np.arange(1, hi - lo + 1) - at_or_before(ended, start[lo:hi])
     return depth
 
 
@@ -406,6 +414,69 @@ def cause_time_per_gap(
     return dict(zip(names, spent, strict=True))
 
 
+# The (key, text) table text_time_per_key sums into holds 20 bytes a cell (40 MB at
+# most). Text category codes are its columns when they fit (a handful of GPUs and
+# of texts, usually); else the slice's distinct texts are numbered first, and past
+# that (tens of GPUs fed by one thread, a text per range) the per-gap rows are summed.
+_KEY_TEXT_CELLS = 1 << 21
+
+
+def _crossing_code(ranges: pl.DataFrame) -> int:
+    """The category code of :data:`NVTX_CROSSING` among ``ranges``' texts."""
+    return int(pl.Series([NVTX_CROSSING]).cast(ranges.schema["text"]).to_physical()[0])
+
+
+def text_time_per_key(
+    portions: pl.DataFrame, segments: Segments, ranges: pl.DataFrame, keys: pl.Series
+) -> pl.DataFrame:
+    """:func:`text_time_per_gap` summed per key and text, without a row per gap and text.
+
+    ``keys`` holds each gap's key (its GPU, say; row ``_gap``). Returns ``<key>,
+    nvtx_text, nvtx_ns, covered_ns``: one row per (key, text) that some portion meets,
+    in no particular order (:func:`~nsysan.analyze.host_sums.texts_per_gpu`'s table).
+    """
+    portion_key = keys.gather(portions["_gap"])
+    key_values, key_numbers = np.unique(portion_key.to_numpy(), return_inverse=True)
+    numbered = _text_numbers(
+        ranges["text"].to_physical().to_numpy(), _crossing_code(ranges), len(key_values)
+    )
+    if portion_key.null_count() or numbered is None:
+        return texts_per_gpu(text_time_per_gap(portions, segments, ranges), keys)
+    key, named_range, covered, nvtx = time_per_key_and_text(
+        segments,
+        *numbered,
+        HOST_CAUSES.index("nvtx"),
+        [portions[c].to_numpy() for c in (THREAD_NUMBER, "start_ns", "end_ns")],
+        key_numbers,
+        len(key_values),
+    )
+    return pl.DataFrame(
+        [
+            pl.Series(keys.name, key_values[key], dtype=keys.dtype),
+            _range_texts(ranges, named_range),
+            pl.Series("nvtx_ns", nvtx),
+            pl.Series("covered_ns", covered),
+        ]
+    )
+
+
+def _text_numbers(
+    codes: np.ndarray, crossing: int, key_count: int
+) -> tuple[np.ndarray, int, int] | None:
+    """The ranges' texts numbered for a table of ``key_count`` rows: each range's number,
+    the crossing ranges' and the count; None when the table would pass
+    :data:`_KEY_TEXT_CELLS`. ``codes`` are the ranges' category codes, ``crossing``
+    that of :data:`NVTX_CROSSING`: they are the numbers when few enough, else the
+    distinct ones among them are numbered in order."""
+    count = max(int(codes.max(initial=0)), crossing) + 1
+    if key_count * count <= _KEY_TEXT_CELLS:
+        return codes.astype(np.int64), crossing, count
+    distinct, numbers = np.unique(np.append(codes, crossing), return_inverse=True)
+    if key_count * len(distinct) > _KEY_TEXT_CELLS:
+        return None
+    return numbers[:-1].astype(np.int64), int(numbers[-1]), len(distinct)
+
+
 def text_time_per_gap(
     portions: pl.DataFrame, segments: Segments, ranges: pl.DataFrame
 ) -> pl.DataFrame:
@@ -418,11 +489,10 @@ def text_time_per_gap(
     """
     # A text is its category code; crossing ranges get the code of their label (that
     # of any range named like them too), so a portion's texts are distinct.
-    crossing = pl.Series([NVTX_CROSSING]).cast(ranges.schema["text"]).to_physical()[0]
     portion, named_range, covered, nvtx = time_per_text(
         segments,
         ranges["text"].to_physical().to_numpy(),
-        int(crossing),
+        _crossing_code(ranges),
         HOST_CAUSES.index("nvtx"),
         [portions[c].to_numpy() for c in (THREAD_NUMBER, "start_ns", "end_ns")],
     )

@@ -90,21 +90,28 @@ def _covered(gaps: pl.DataFrame, busy: pl.DataFrame) -> int:
     ends = np.maximum.accumulate(union["end_ns"].to_numpy().astype(np.int64))
     # Merge overlaps so the running total counts every instant once.
     keep = np.concatenate(([True], starts[1:] > ends[:-1]))
-    group = np.cumsum(keep) - 1
     m_start = starts[keep]
-    m_end = np.zeros(m_start.size, dtype=np.int64)
-    np.maximum.at(m_end, group, ends)
-    cum = np.concatenate(([0], np.cumsum(m_end - m_start)))
-
-    def upto(t: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(m_start, t, side="right") - 1
-        j = np.clip(i, 0, None)
-        inside = np.clip(np.minimum(t, m_end[j]) - m_start[j], 0, None)
-        return np.where(i >= 0, cum[j] + inside, 0)
-
+    # The running maximum rises within a merged run: its end is the run's last one.
+    m_end = ends[np.append(np.flatnonzero(keep)[1:] - 1, len(ends) - 1)]
+    if not gaps["start_ns"].is_sorted():
+        gaps = gaps.sort("start_ns")
     g_start = gaps["start_ns"].to_numpy().astype(np.int64)
     g_end = gaps["end_ns"].to_numpy().astype(np.int64)
-    return int(np.sum(upto(g_end) - upto(g_start)))
+    # Both sets are disjoint and sorted: their common time is the time of one up to
+    # the other's ends less up to its starts. The few (copies, say) are the instants
+    # asked, not the millions of gaps.
+    if len(m_start) < len(g_start):
+        return int(np.sum(_time_upto(g_start, g_end, m_end) - _time_upto(g_start, g_end, m_start)))
+    return int(np.sum(_time_upto(m_start, m_end, g_end) - _time_upto(m_start, m_end, g_start)))
+
+
+def _time_upto(start: np.ndarray, end: np.ndarray, instants: np.ndarray) -> np.ndarray:
+    """Per instant, the time of the disjoint intervals ``[start, end)`` (sorted) before it."""
+    cum = np.concatenate(([0], np.cumsum(end - start)))
+    i = np.searchsorted(start, instants, side="right") - 1
+    j = np.clip(i, 0, None)
+    inside = np.clip(np.minimum(instants, end[j]) - start[j], 0, None)
+    return np.where(i >= 0, cum[j] + inside, 0)
 
 
 def _cause_shares(steady_causes: pl.DataFrame | None, gpu: int) -> dict[str, float]:
