@@ -436,11 +436,13 @@ def text_time_per_key(
     in no particular order (:func:`~nsysan.analyze.host_sums.texts_per_gpu`'s table).
     """
     portion_key = keys.gather(portions["_gap"])
-    key_values, key_numbers = np.unique(portion_key.to_numpy(), return_inverse=True)
-    numbered = _text_numbers(
-        ranges["text"].to_physical().to_numpy(), _crossing_code(ranges), len(key_values)
-    )
-    if portion_key.null_count() or numbered is None:
+    numbered = None
+    if not portion_key.null_count():
+        key_values, key_numbers = np.unique(portion_key.to_numpy(), return_inverse=True)
+        numbered = _text_numbers(
+            ranges["text"].to_physical().to_numpy(), _crossing_code(ranges), len(key_values)
+        )
+    if numbered is None:
         return texts_per_gpu(text_time_per_gap(portions, segments, ranges), keys)
     key, named_range, covered, nvtx = time_per_key_and_text(
         segments,
