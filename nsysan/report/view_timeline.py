@@ -15,6 +15,7 @@ import polars as pl
 from nsysan.analysis import Analysis
 from nsysan.analyze.nccl import nccl_kernels
 from nsysan.diagnose.facts import Facts
+from nsysan.interval_arrays import rows_by_unit
 from nsysan.intervals import union_intervals
 from nsysan.report import fmt, view_gpu
 from nsysan.report.catalog import in_lang
@@ -27,11 +28,8 @@ TIMELINE_MAX_GAPS = 40
 TITLE = {"en": "Timeline (aggregated)", "zh": "时间线（聚合）"}
 
 
-def _binned_busy(intervals: pl.DataFrame, gpu: int, edges: np.ndarray) -> np.ndarray:
-    """Busy ns per bin from disjoint sorted intervals, via cumulative coverage."""
-    rows = intervals.filter(pl.col("gpu") == gpu).sort("start_ns")
-    starts = rows["start_ns"].to_numpy().astype(np.int64)
-    ends = rows["end_ns"].to_numpy().astype(np.int64)
+def _binned_busy(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Busy ns per bin from disjoint intervals in start order, via cumulative coverage."""
     if starts.size == 0:
         return np.zeros(edges.size - 1)
     cum = np.concatenate(([0], np.cumsum(ends - starts)))
@@ -45,6 +43,22 @@ def _binned_busy(intervals: pl.DataFrame, gpu: int, edges: np.ndarray) -> np.nda
         0,
     )
     return np.diff(covered).astype(float)
+
+
+def _per_gpu(intervals: pl.DataFrame, gpus: list[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Each GPU's disjoint ``intervals`` as start and end arrays in start order: views of
+    the columns where the table is grouped by GPU (the busy union is), not a filter of
+    the table per GPU (millions of rows, once per GPU and per timeline)."""
+    starts = intervals["start_ns"].to_numpy().astype(np.int64, copy=False)
+    ends = intervals["end_ns"].to_numpy().astype(np.int64, copy=False)
+    out = {}
+    for gpu, rows in rows_by_unit(intervals["gpu"].to_numpy(), gpus).items():
+        s, e = starts[rows], ends[rows]
+        if np.any(s[1:] < s[:-1]):
+            order = np.argsort(s, kind="stable")
+            s, e = s[order], e[order]
+        out[gpu] = (s, e)
+    return out
 
 
 def _lanes(analysis: Analysis) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -85,23 +99,33 @@ def _timeline_view(
     bin_ns = -(-span // n_bins)
     edges = start + np.arange(n_bins + 1, dtype=np.int64) * bin_ns
 
-    def binned(intervals: pl.DataFrame, row: dict[str, Any]) -> tuple[float | None, ...]:
-        share = _binned_busy(intervals, row["gpu"], edges) / bin_ns
+    def binned(
+        arrays: tuple[np.ndarray, np.ndarray], row: dict[str, Any]
+    ) -> tuple[float | None, ...]:
+        share = _binned_busy(*arrays, edges) / bin_ns
         inside = (edges[1:] > row["window_start_ns"]) & (edges[:-1] < row["window_end_ns"])
         return tuple(
             round(float(v), 3) if ok else None for v, ok in zip(share, inside, strict=True)
         )
 
+    gpus = windows["gpu"].to_list()
+    busy_rows, nccl_rows, copy_rows = (_per_gpu(t, gpus) for t in (busy.intervals, *lanes))
     matrix, nccl, copies = [], [], []
     for row in windows.iter_rows(named=True):
-        matrix.append(binned(busy.intervals, row))
-        has_nccl = lanes[0].filter(pl.col("gpu") == row["gpu"]).height > 0
-        has_copy = lanes[1].filter(pl.col("gpu") == row["gpu"]).height > 0
-        nccl.append(binned(lanes[0], row) if has_nccl else None)
-        copies.append(binned(lanes[1], row) if has_copy else None)
-    gpu_rows = {g: i for i, g in enumerate(windows["gpu"].to_list())}
+        g = row["gpu"]
+        matrix.append(binned(busy_rows[g], row))
+        nccl.append(binned(nccl_rows[g], row) if len(nccl_rows[g][0]) else None)
+        copies.append(binned(copy_rows[g], row) if len(copy_rows[g][0]) else None)
+    gpu_rows = {g: i for i, g in enumerate(gpus)}
     inside = analysis.gaps.gaps.filter((pl.col("end_ns") > start) & (pl.col("start_ns") < end))
-    longest = inside.sort("duration_ns", descending=True).head(TIMELINE_MAX_GAPS)
+    # The longest gaps: only the rows at or above the k-th longest duration are sorted,
+    # not all of them (millions); ties stay in row order either way.
+    if inside.height > TIMELINE_MAX_GAPS:
+        shortest = inside["duration_ns"].top_k(TIMELINE_MAX_GAPS).min()
+        inside = inside.filter(pl.col("duration_ns") >= shortest)
+    longest = inside.sort("duration_ns", descending=True, maintain_order=True).head(
+        TIMELINE_MAX_GAPS
+    )
     gaps = tuple(
         (gpu_rows[g], int(s), int(e))
         for g, s, e in longest.select("gpu", "start_ns", "end_ns").iter_rows()
