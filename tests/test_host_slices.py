@@ -262,3 +262,26 @@ def test_texts_summed_per_gpu_are_those_of_the_per_gap_texts(
     lean = _attributed(trace, detail=False)
     assert lean.nvtx.equals(detail.nvtx) and lean.per_gpu.equals(detail.per_gpu)
     assert detail.nvtx["nvtx_ns"].sum() > 0
+
+
+@hsettings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 30), st.integers(1, 10)), max_size=40),
+    st.sampled_from(["as drawn", "by thread", "in order"]),
+)
+def test_range_order_is_the_three_key_sort(rows: list[tuple[int, int, int]], how: str) -> None:
+    # Threads interleaved or grouped, starts out of order or not, ties at one instant.
+    if how == "by thread":
+        rows = sorted(rows, key=lambda r: r[0])
+    elif how == "in order":
+        rows = sorted(rows, key=lambda r: (r[0], r[1], -r[2]))
+    thread, start, length = (np.array([r[k] for r in rows], dtype=np.int64) for k in range(3))
+    end = start + length
+    want = np.lexsort((-end, start, thread))
+    got = host_timeline._range_order(thread.astype(np.uint32), start, end)
+    if got is None:  # said to be in order
+        assert np.array_equal(want, np.arange(len(rows)))
+    else:
+        assert np.array_equal(got, want)
+    if how == "in order":
+        assert got is None

@@ -33,6 +33,7 @@ from nsysan.analyze.host_loops import (
     Segments,
     at_or_before,
     cause_segments,
+    in_range_order,
     time_per_cause,
 )
 from nsysan.analyze.host_sums import texts_per_gpu
@@ -247,9 +248,10 @@ def nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
     )
     del rows
     order = _range_order(*(ranges[c].to_numpy() for c in (THREAD_NUMBER, "start_ns", "_range_end")))
-    # Put in order a column at a time, each unordered one freed once gathered: a main
-    # thread's ranges are held about once, not twice (millions at 20M kernels).
-    ranges = pl.DataFrame([ranges.drop_in_place(c).gather(order) for c in ranges.columns])
+    if order is not None:
+        # Put in order a column at a time, each unordered one freed once gathered: a
+        # main thread's ranges are held about once, not twice (millions at 20M kernels).
+        ranges = pl.DataFrame([ranges.drop_in_place(c).gather(order) for c in ranges.columns])
     del order
     depth = _nesting_depth(
         ranges[THREAD_NUMBER].to_numpy(),
@@ -259,15 +261,21 @@ def nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
     return ranges.with_columns(pl.Series("_depth", depth))
 
 
-def _range_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """The permutation sorting ranges by thread, start, then end descending (stable).
+def _range_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """The permutation sorting ranges by thread, start, then end descending (stable);
+    None when they are in that order already.
 
-    Ranges come in about time order, threads interleaved: a stable sort by the small
+    A group of one thread read from the table cache is usually in order (the exports'
+    rows of a thread come in start order): one compiled pass says so, and nothing is
+    sorted or copied (at 20M kernels a thread's ~10M ranges, ~1 s of copies' pages
+    when sorted). Otherwise they come in about time order, threads interleaved: a stable sort by the small
     thread number, then by start within the threads whose ranges are out of order
     (a few, nearly sorted: timsort takes them in about one pass), is the whole sort
     unless two ranges open at one instant with the inner one first (then the full
     three-key sort runs).
     """
+    if in_range_order(thread, start, end):
+        return None
     if len(start):
         narrow = thread.astype(np.uint16) if thread.max() < 1 << 16 else thread
         order = np.argsort(narrow, kind="stable")
