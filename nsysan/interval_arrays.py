@@ -6,8 +6,9 @@ thread's) bounds as int64 arrays, where a table per unit would cost more than th
 work. The conventions are the same: an interval is ``[start, end]`` with integer
 ends, and a union merges intervals that overlap or touch.
 
-:func:`merge_arrays` takes intervals in any order; :func:`time_units_open`,
-:func:`clip_disjoint` and :func:`rows_meeting` take them in time order (starts and
+:func:`merge_arrays` takes intervals in any order; :func:`time_before`,
+:func:`time_units_open`, :func:`clip_disjoint` and :func:`rows_meeting` take them in
+time order (starts and
 ends both ascending, as a union's are): the first merges several units' bound lists
 in one compiled pass, the others find rows by binary search. None modifies its
 inputs.
@@ -23,6 +24,7 @@ from nsysan.compiled import NO_EDGE, compiled
 
 __all__ = [
     "merge_arrays",
+    "time_before",
     "time_units_open",
     "rows_by_unit",
     "clip_disjoint",
@@ -39,6 +41,16 @@ def merge_arrays(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.n
     opens = np.concatenate(([True], s[1:] > e[:-1]))
     closes = np.concatenate((opens[1:], [True]))
     return s[opens], e[closes]
+
+
+def time_before(starts: np.ndarray, ends: np.ndarray, instants: np.ndarray) -> np.ndarray:
+    """Per instant, the time of the disjoint intervals (in time order) before it: a
+    running sum of their lengths and a binary search per instant."""
+    before = np.concatenate(([0], np.cumsum(ends - starts)))
+    i = np.searchsorted(starts, instants, side="right") - 1
+    j = np.clip(i, 0, None)
+    inside = np.clip(np.minimum(instants, ends[j]) - starts[j], 0, None)
+    return np.where(i >= 0, before[j] + inside, 0)
 
 
 def time_units_open(units: Sequence[tuple[np.ndarray, np.ndarray]], low: int, high: int) -> int:

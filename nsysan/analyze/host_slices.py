@@ -36,6 +36,7 @@ from nsysan.analyze.host_tables import (
     overlapping,
     portion_time_type,
     position_type,
+    rows_on_threads,
     with_rows_on_threads,
 )
 from nsysan.analyze.host_timeline import (
@@ -231,9 +232,7 @@ def thread_group_time(
     # takes the part that overlaps it, not all of it (with a context switch every few
     # ms, a main thread of a long run has millions).
     ranges = nvtx_ranges(trace, threads)
-    descheduled = descheduled_intervals(
-        on_threads(with_rows_on_threads(trace, threads, ("sched",)).sched, threads)
-    )
+    descheduled = descheduled_intervals(rows_on_threads(trace.sched, threads))
     group = trace
     slices = list(time_slices(portions))
     runs = None

@@ -16,6 +16,7 @@ import polars as pl
 from nsysan.analysis import Analysis
 from nsysan.analyze.host_causes import CAUSES, HOST_CAUSES
 from nsysan.analyze.nccl import nccl_outliers
+from nsysan.interval_arrays import merge_arrays, time_before
 
 # Gaps shorter than this are launch-scale: the time between two queued kernels.
 SMALL_GAP_NS = 100_000
@@ -85,14 +86,9 @@ def _covered(gaps: pl.DataFrame, busy: pl.DataFrame) -> int:
     """Time of ``gaps`` (disjoint) covered by the union of ``busy`` intervals."""
     if gaps.is_empty() or busy.is_empty():
         return 0
-    union = busy.sort("start_ns")
-    starts = union["start_ns"].to_numpy().astype(np.int64)
-    ends = np.maximum.accumulate(union["end_ns"].to_numpy().astype(np.int64))
-    # Merge overlaps so the running total counts every instant once.
-    keep = np.concatenate(([True], starts[1:] > ends[:-1]))
-    m_start = starts[keep]
-    # The running maximum rises within a merged run: its end is the run's last one.
-    m_end = ends[np.append(np.flatnonzero(keep)[1:] - 1, len(ends) - 1)]
+    m_start, m_end = merge_arrays(
+        busy["start_ns"].to_numpy().astype(np.int64), busy["end_ns"].to_numpy().astype(np.int64)
+    )
     if not gaps["start_ns"].is_sorted():
         gaps = gaps.sort("start_ns")
     g_start = gaps["start_ns"].to_numpy().astype(np.int64)
@@ -101,17 +97,10 @@ def _covered(gaps: pl.DataFrame, busy: pl.DataFrame) -> int:
     # the other's ends less up to its starts. The few (copies, say) are the instants
     # asked, not the millions of gaps.
     if len(m_start) < len(g_start):
-        return int(np.sum(_time_upto(g_start, g_end, m_end) - _time_upto(g_start, g_end, m_start)))
-    return int(np.sum(_time_upto(m_start, m_end, g_end) - _time_upto(m_start, m_end, g_start)))
-
-
-def _time_upto(start: np.ndarray, end: np.ndarray, instants: np.ndarray) -> np.ndarray:
-    """Per instant, the time of the disjoint intervals ``[start, end)`` (sorted) before it."""
-    cum = np.concatenate(([0], np.cumsum(end - start)))
-    i = np.searchsorted(start, instants, side="right") - 1
-    j = np.clip(i, 0, None)
-    inside = np.clip(np.minimum(instants, end[j]) - start[j], 0, None)
-    return np.where(i >= 0, cum[j] + inside, 0)
+        return int(
+            np.sum(time_before(g_start, g_end, m_end) - time_before(g_start, g_end, m_start))
+        )
+    return int(np.sum(time_before(m_start, m_end, g_end) - time_before(m_start, m_end, g_start)))
 
 
 def _cause_shares(steady_causes: pl.DataFrame | None, gpu: int) -> dict[str, float]:

@@ -15,7 +15,7 @@ import polars as pl
 from nsysan.analysis import Analysis
 from nsysan.analyze.nccl import nccl_kernels
 from nsysan.diagnose.facts import Facts
-from nsysan.interval_arrays import rows_by_unit
+from nsysan.interval_arrays import rows_by_unit, time_before
 from nsysan.intervals import union_intervals
 from nsysan.report import fmt, view_gpu
 from nsysan.report.catalog import in_lang
@@ -32,17 +32,7 @@ def _binned_busy(starts: np.ndarray, ends: np.ndarray, edges: np.ndarray) -> np.
     """Busy ns per bin from disjoint intervals in start order, via cumulative coverage."""
     if starts.size == 0:
         return np.zeros(edges.size - 1)
-    cum = np.concatenate(([0], np.cumsum(ends - starts)))
-    idx = np.searchsorted(starts, edges, side="right") - 1
-    covered = np.where(
-        idx >= 0,
-        cum[np.clip(idx, 0, None)]
-        + np.clip(
-            np.minimum(edges, ends[np.clip(idx, 0, None)]) - starts[np.clip(idx, 0, None)], 0, None
-        ),
-        0,
-    )
-    return np.diff(covered).astype(float)
+    return np.diff(time_before(starts, ends, edges)).astype(float)
 
 
 def _per_gpu(intervals: pl.DataFrame, gpus: list[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
