@@ -153,17 +153,19 @@ _close_query = st.tuples(st.integers(-1, 1), st.sampled_from([-1, 7]), st.intege
     st.lists(st.tuples(_close_call, st.sampled_from([1, 2, 3, None])), max_size=30),
     st.lists(_close_query, max_size=20),
     st.integers(1, 7),
+    st.none() | st.integers(0, 30),
 )
 def test_streamed_look_up_gives_the_preferred_call(
     calls: list[tuple[tuple[int, int, int, int, int], int | None]],
     queries: list[tuple[int, int, int]],
     batch_rows: int,
+    cut: int | None,
 ) -> None:
     # Calls on disk read in batches (of a few rows here, so a key's calls fall in
     # several): each gap gets its key's preferred call, none without one. Queries
     # repeat keys (the kernels of one CUDA graph launch share its id); a call's tid
-    # may be missing.
-    from nsysan.stored import StoredTable
+    # may be missing. With ``cut``, the table is two files, read one after the other.
+    from nsysan.stored import StoredTable, TablePart
 
     keys = host_launch._CALL_KEYS
     found = pl.DataFrame(queries, schema=dict.fromkeys(keys, pl.Int64), orient="row").with_columns(
@@ -183,7 +185,11 @@ def test_streamed_look_up_gives_the_preferred_call(
         },
         orient="row",
     )
-    on_disk = StoredTable(query=table.lazy(), height=table.height, schema=table.schema)
+    parts = ()
+    if cut is not None:
+        cut = min(cut, table.height)
+        parts = tuple(TablePart(f.lazy(), f.height) for f in (table[:cut], table[cut:]))
+    on_disk = StoredTable(query=table.lazy(), height=table.height, schema=table.schema, parts=parts)
     original = host_launch._CALL_BATCH_ROWS
     host_launch._CALL_BATCH_ROWS = batch_rows
     try:

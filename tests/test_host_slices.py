@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from test_host import busy_host, launch, make_trace, rng
 
 from nsysan.analyze import host as host_module
-from nsysan.analyze import host_slices, host_timeline
+from nsysan.analyze import host_range_order, host_slices, host_timeline
 from nsysan.analyze.busy import measure_busy
 from nsysan.analyze.gaps import measure_gaps
 from nsysan.analyze.host import HostResult, attribute_gaps
 from nsysan.analyze.host_causes import NVTX_CROSSING
+from nsysan.analyze.host_range_order import range_order
 from nsysan.analyze.host_slices import range_runs, ranges_in_slice, time_slices
 from nsysan.analyze.transfers import transfer_intervals
 from nsysan.model import Trace
@@ -278,10 +279,57 @@ def test_range_order_is_the_three_key_sort(rows: list[tuple[int, int, int]], how
     thread, start, length = (np.array([r[k] for r in rows], dtype=np.int64) for k in range(3))
     end = start + length
     want = np.lexsort((-end, start, thread))
-    got = host_timeline._range_order(thread.astype(np.uint32), start, end)
+    got = range_order(thread.astype(np.uint32), start, end)
     if got is None:  # said to be in order
         assert np.array_equal(want, np.arange(len(rows)))
     else:
         assert np.array_equal(got, want)
     if how == "in order":
         assert got is None
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 30), st.integers(1, 4)),
+        min_size=16,
+        max_size=80,
+    ),
+    st.lists(st.tuples(st.integers(0, 79), st.integers(0, 79)), min_size=1, max_size=2),
+)
+def test_a_few_rows_out_of_place_are_merged_back(
+    rows: list[tuple[int, int, int]], moves: list[tuple[int, int]]
+) -> None:
+    # Ranges in order (ties at one instant and equal keys included), then one or two rows
+    # moved elsewhere: too early or too late in the table, as an export leaves them. Two
+    # rows moved opposite ways may leave many rows before a later one and many after an
+    # earlier one: then the sort.
+    rows = sorted(rows, key=lambda r: (r[0], r[1], -r[2]))
+    for a, b in moves:
+        rows.insert(b % len(rows), rows.pop(a % len(rows)))
+    thread, start, length = (np.array([r[k] for r in rows], dtype=np.int64) for k in range(3))
+    end = start + length
+    want = np.lexsort((-end, start, thread))
+    got = range_order(thread.astype(np.uint32), start, end)
+    if got is None:
+        assert np.array_equal(want, np.arange(len(rows)))
+        return
+    assert np.array_equal(got, want)
+    merged = host_range_order._merged_order(thread.astype(np.uint32), start, end)
+    if len(moves) == 1:
+        # One row moved: it alone is out of place, merged back, not sorted.
+        assert merged is not None and np.array_equal(merged, want)
+    elif merged is not None:
+        assert np.array_equal(merged, want)
+
+
+def test_rows_out_of_place_past_the_share_are_sorted_instead() -> None:
+    start = np.arange(64, dtype=np.int64)[::-1].copy()  # every row out of place
+    thread = np.zeros(64, dtype=np.uint32)
+    end = start + 1
+    assert host_range_order._merged_order(thread, start, end) is None
+    assert np.array_equal(range_order(thread, start, end), np.arange(64)[::-1])
+    # One early row far from its place: one row out of place, merged back.
+    start = np.concatenate([[1000], np.arange(63)]).astype(np.int64)
+    order = host_range_order._merged_order(thread, start, start + 1)
+    assert order is not None and order.tolist() == [*range(1, 64), 0]

@@ -4,6 +4,7 @@ go with it, and any failure to leave them there keeps them in memory."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 from pathlib import Path
@@ -16,12 +17,12 @@ from conftest import REPO, SHARED_TRACES, cori_rank_files
 
 from nsysan import stored
 from nsysan.analysis import analyze
-from nsysan.analyze.host_tables import on_threads, rows_on_threads
+from nsysan.analyze.host_tables import on_threads, overlapping, rows_on_threads
 from nsysan.ingest import _stored_assembled, cache, load_trace
 from nsysan.model import CUDA_API, OSRT
 from nsysan.report.document import analysis_document
 from nsysan.settings import Settings
-from nsysan.stored import STORED_TABLES, StoredTable
+from nsysan.stored import STORED_TABLES, StoredTable, TablePart
 
 FIXTURES = REPO / "fixtures"
 
@@ -223,6 +224,17 @@ def test_assembled_query_shifts_and_drops_like_the_in_memory_path(tmp_path: Path
     got = table.collect()
     assert got.schema == pl.Schema(OSRT)
     assert got.select("source", "start_ns", "end_ns").rows() == [(0, 5, 7), (1, 101, 103)]
+    # The file on disk, with the facts the table cache writes with it: its inverted row
+    # is counted from them, not by a read, and its span is on the trace's timeline.
+    counted = dataclasses.replace(on_disk, parts=(TablePart(query, 2, (5, 8), 1),))
+    table, dropped = _stored_assembled("osrt", [counted, second], offsets, OSRT)
+    assert (dropped, table.height) == (2, 2)
+    assert [part.span for part in table.parts] == [(5, 8), (101, 103)]
+    assert table.collect().equals(got)
+    for span, want in (((0, 6), [(0, 5, 7)]), ((101, 102), [(1, 101, 103)]), ((50, 60), [])):
+        read = table.lazy(span).filter(overlapping(span)).collect()
+        assert read.schema == pl.Schema(OSRT)
+        assert read.select("source", "start_ns", "end_ns").rows() == want
 
 
 def _calls_table() -> pl.DataFrame:
@@ -356,6 +368,39 @@ def test_big_tables_are_stored_by_thread(cache_on: Path, monkeypatch: pytest.Mon
     assert threads.height > 1
     for thread in threads.with_columns(pl.lit(0, dtype=pl.Int32).alias("_th")).iter_slices(1):
         assert rows_on_threads(stored_calls, thread).equals(on_threads(calls, thread))
+    # Each file is a part that knows its rows and the span of their time.
+    assert len(stored_calls.parts) == len(files)
+    for part, file in zip(stored_calls.parts, files, strict=True):
+        rows = pl.read_parquet(file)
+        assert part.rows == rows.height and part.inverted == 0
+        assert part.span == (rows["start_ns"].min(), rows["end_ns"].max())
+    # A time slice's read opens only the files whose span overlaps it, and reads the
+    # rows a read of every file reads.
+    lo, hi = calls["start_ns"].min(), calls["end_ns"].max()
+    for cut in range(8):
+        span = (lo + (hi - lo) * cut // 8, lo + (hi - lo) * (cut + 1) // 8)
+        opened = [part for part in stored_calls.parts if part.overlaps(span)]
+        assert 0 < len(opened) <= len(files)
+        for thread in threads.with_columns(pl.lit(0, dtype=pl.Int32).alias("_th")).iter_slices(1):
+            want = on_threads(calls.filter(overlapping(span)), thread)
+            assert rows_on_threads(stored_calls, thread, span).equals(want)
+    # T039's calls come in time order, but for a few long ones: a slice opens fewer files.
+    assert any(
+        len(
+            [
+                p
+                for p in stored_calls.parts
+                if p.overlaps((lo + (hi - lo) * c // 8, lo + (hi - lo) * (c + 1) // 8))
+            ]
+        )
+        < len(files)
+        for c in range(8)
+    )
+    # The warm run's parts are those the first run read in place.
+    again = load_trace(paths, store_host_tables=True).cuda_api
+    assert [(p.rows, p.span, p.inverted) for p in again.parts] == [
+        (p.rows, p.span, p.inverted) for p in stored_calls.parts
+    ]
 
 
 def test_launch_calls_of_a_long_table_on_disk_keep_the_asked_in_order() -> None:

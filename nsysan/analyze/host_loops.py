@@ -39,7 +39,6 @@ __all__ = [
     "cause_segments",
     "first_largest",
     "first_meeting",
-    "in_range_order",
     "last_at_or_before",
     "time_per_cause",
 ]
@@ -431,22 +430,6 @@ def at_or_before(values, instants):  # type: ignore[no-untyped-def]
             j += 1
         counts[i] = j
     return counts
-
-
-@_compiled
-def in_range_order(thread, start, end):  # type: ignore[no-untyped-def]
-    """Whether rows are sorted by thread, then start, then end descending (one pass,
-    no copy)."""
-    for i in range(1, len(start)):
-        if thread[i] != thread[i - 1]:
-            if thread[i] < thread[i - 1]:
-                return False
-        elif start[i] != start[i - 1]:
-            if start[i] < start[i - 1]:
-                return False
-        elif end[i] > end[i - 1]:
-            return False
-    return True
 
 
 @_compiled

@@ -17,7 +17,7 @@ import polars as pl
 
 from nsysan.model import Trace
 from nsysan.packing import among, looked_up
-from nsysan.stored import STORED_TABLES, THREAD_KEYS, HostTable, StoredTable
+from nsysan.stored import STORED_TABLES, THREAD_KEYS, HostTable, Span, StoredTable
 
 __all__ = [
     "ENGINE",
@@ -64,10 +64,6 @@ def on_threads(df: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     return feeding_rows(df, threads).drop(THREAD_NUMBER).collect(engine=ENGINE)
 
 
-# A span of time [lo, hi) in ns.
-Span = tuple[int, int]
-
-
 def rows_on_threads(
     table: HostTable,
     threads: pl.DataFrame,
@@ -84,7 +80,7 @@ def rows_on_threads(
         # The span first: a vectorized test that leaves fewer rows to find threads in.
         rows = on_threads(table if span is None else table.filter(overlapping(span)), threads)
         return rows if kept is None else rows.select(kept)
-    query = among(table.lazy(), threads, THREAD_KEYS)
+    query = among(table.lazy(span), threads, THREAD_KEYS)
     if span is not None:
         query = query.filter(overlapping(span))
     if kept is not None:

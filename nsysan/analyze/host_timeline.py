@@ -33,9 +33,9 @@ from nsysan.analyze.host_loops import (
     Segments,
     at_or_before,
     cause_segments,
-    in_range_order,
     time_per_cause,
 )
+from nsysan.analyze.host_range_order import range_order
 from nsysan.analyze.host_sums import texts_per_gpu
 from nsysan.analyze.host_tables import (
     ENGINE,
@@ -247,7 +247,7 @@ def nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
         .collect(engine=ENGINE)
     )
     del rows
-    order = _range_order(*(ranges[c].to_numpy() for c in (THREAD_NUMBER, "start_ns", "_range_end")))
+    order = range_order(*(ranges[c].to_numpy() for c in (THREAD_NUMBER, "start_ns", "_range_end")))
     if order is not None:
         # Put in order a column at a time, each unordered one freed once gathered: a
         # main thread's ranges are held about once, not twice (millions at 20M kernels).
@@ -259,35 +259,6 @@ def nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
         ranges["_range_end"].to_numpy(),
     )
     return ranges.with_columns(pl.Series("_depth", depth))
-
-
-def _range_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
-    """The permutation sorting ranges by thread, start, then end descending (stable);
-    None when they are in that order already.
-
-    A one-thread group of a real export read from the table cache is usually in order
-    (exports write a thread's rows in start order): one compiled pass says so, and
-    nothing is sorted or copied (at 20M kernels a thread's ~10M ranges, ~1 s of the
-    copies' pages when sorted). Otherwise ranges come in about time order, threads
-    interleaved: a stable sort by the small thread number, then by start within the
-    threads whose ranges are out of order (a few, nearly sorted: timsort takes them in
-    about one pass), is the whole sort unless two ranges open at one instant with the
-    inner one first (then the full three-key sort runs).
-    """
-    if in_range_order(thread, start, end):
-        return None  # also when there are none
-    narrow = thread.astype(np.uint16) if thread.max() < 1 << 16 else thread
-    order = np.argsort(narrow, kind="stable")
-    t, s = thread[order], start[order]
-    cuts = [0, *(np.flatnonzero(t[1:] != t[:-1]) + 1), len(t)]
-    for lo, hi in itertools.pairwise(cuts):
-        if np.any(s[lo + 1 : hi] < s[lo : hi - 1]):
-            by_start = np.argsort(s[lo:hi], kind="stable")
-            order[lo:hi], s[lo:hi] = order[lo:hi][by_start], s[lo:hi][by_start]
-    e = end[order]
-    if not np.any((t[1:] == t[:-1]) & (s[1:] == s[:-1]) & (e[1:] > e[:-1])):
-        return order
-    return np.lexsort((-end, start, thread))
 
 
 def _nesting_depth(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -37,7 +37,7 @@ from nsysan.ingest.census import CensusMode, TableCensus
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import distinct, is_one_of, values_matching
 from nsysan.packing import looked_up
-from nsysan.stored import STORED_TABLES, HostTable, StoredTable
+from nsysan.stored import STORED_TABLES, HostTable, StoredTable, TablePart, frame_part
 
 __all__ = ["load_trace", "load_census", "kernel_launch_calls", "MISSING_MESSAGES"]
 
@@ -568,17 +568,57 @@ def _stored_assembled(
     name: str, parts: list[HostTable], offsets: pl.DataFrame, schema: model.Schema
 ) -> tuple[StoredTable, int]:
     """A host table some files left on disk, as one query on the trace's timeline (what
-    the in-memory path does, planned instead of done), and its inverted rows' count."""
-    query = pl.concat([p.lazy() for p in parts], how="vertical_relaxed")
-    query = _shift(query, offsets, len(parts))
-    inverted = _INVERTED if "end_ns" in query.collect_schema().names() else pl.lit(0)
-    counts = query.select(pl.len(), inverted.sum()).collect()
-    rows, dropped = (int(v or 0) for v in counts.row(0))
-    if dropped:
-        query = query.filter(~_INVERTED)
-    query = model.conform(query, schema)
+    the in-memory path does, planned instead of done), and its inverted rows' count.
+
+    Each stored file (and each file's table in memory) is also planned alone, as a
+    :class:`~nsysan.stored.TablePart` whose span is moved to the trace's timeline. The
+    files' counts of inverted rows, written with them, spare a read of the whole table's
+    times (at 20M kernels, 1.9 s of each run).
+    """
+    pieces = [
+        (source, piece)
+        for source, part in enumerate(parts)
+        for piece in (
+            part.parts or (TablePart(part.query, part.height),)
+            if isinstance(part, StoredTable)
+            else (frame_part(part),)
+        )
+    ]
+    if all(piece.inverted is not None for _, piece in pieces):
+        rows = sum(piece.rows for _, piece in pieces)
+        dropped = sum(piece.inverted or 0 for _, piece in pieces)
+    else:
+        whole = _shift(
+            pl.concat([p.lazy() for p in parts], how="vertical_relaxed"), offsets, len(parts)
+        )
+        inverted = _INVERTED if "end_ns" in whole.collect_schema().names() else pl.lit(0)
+        rows, dropped = (
+            int(v or 0) for v in whole.select(pl.len(), inverted.sum()).collect().row(0)
+        )
+
+    def planned(query: pl.LazyFrame) -> pl.LazyFrame:
+        query = _shift(query, offsets, len(parts))
+        return model.conform(query.filter(~_INVERTED) if dropped else query, schema)
+
+    query = planned(pl.concat([p.lazy() for p in parts], how="vertical_relaxed"))
+    shift = offsets["offset_ns"].to_list() if len(parts) > 1 else [0] * len(parts)
+    table_parts = tuple(
+        TablePart(
+            planned(piece.query),
+            piece.rows,
+            None if piece.span is None else (piece.span[0] + shift[s], piece.span[1] + shift[s]),
+            piece.inverted,
+        )
+        for s, piece in pieces
+    )
     keep = tuple(k for p in parts if isinstance(p, StoredTable) for k in p.keep)
-    table = StoredTable(query=query, height=rows - dropped, schema=pl.Schema(schema), keep=keep)
+    table = StoredTable(
+        query=query,
+        height=rows - dropped,
+        schema=pl.Schema(schema),
+        keep=keep,
+        parts=table_parts,
+    )
     return table, dropped
 
 
