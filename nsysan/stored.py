@@ -124,8 +124,8 @@ class StoredTable:
 
     ``query`` yields the table's rows in order with the model's columns; ``height`` is
     its row count; ``keep`` holds the :class:`RunFolder` objects whose files it reads;
-    ``parts``, where known, are its files in order (``query`` yields their rows one
-    after another).
+    ``parts``, where known, are its files in order, and the tables in memory of a run's
+    other files (``query`` yields their rows one after another).
     """
 
     query: pl.LazyFrame
@@ -141,7 +141,7 @@ class StoredTable:
             return self.query
         kept = [part.query for part in self.parts if part.overlaps(span)]
         if not kept:
-            return self.query.clear()
+            return pl.LazyFrame(schema=self.schema)
         return kept[0] if len(kept) == 1 else pl.concat(kept, how="vertical")
 
     def collect(self) -> pl.DataFrame:
@@ -159,8 +159,11 @@ def collected(table: HostTable) -> pl.DataFrame:
 
 def frame_part(frame: pl.DataFrame) -> TablePart:
     """``frame`` as a :class:`TablePart`: its rows, their span of time and their rows
-    that end before they start (span and count None without ``start_ns, end_ns``)."""
-    if not {"start_ns", "end_ns"} <= set(frame.columns):
+    that end before they start (no span without ``start_ns, end_ns``; no row
+    inverted without ``end_ns``)."""
+    if "end_ns" not in frame.columns:
+        return TablePart(frame.lazy(), frame.height, inverted=0)  # no row can be inverted
+    if "start_ns" not in frame.columns:
         return TablePart(frame.lazy(), frame.height)
     start, end = pl.col("start_ns"), pl.col("end_ns")
     low, high, inverted = frame.select(

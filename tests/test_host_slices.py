@@ -333,3 +333,9 @@ def test_rows_out_of_place_past_the_share_are_sorted_instead() -> None:
     start = np.concatenate([[1000], np.arange(63)]).astype(np.int64)
     order = host_range_order._merged_order(thread, start, start + 1)
     assert order is not None and order.tolist() == [*range(1, 64), 0]
+    # The smaller set is taken: one late row, not the hundred rows it is late by.
+    start = np.concatenate([np.arange(1, 101), [0], np.arange(101, 1000)]).astype(np.int64)
+    thread = np.zeros(1000, dtype=np.uint32)
+    out, few = host_range_order._out_of_place(thread, start, start + 1, 125)
+    assert few and np.flatnonzero(out).tolist() == [100]
+    assert np.array_equal(range_order(thread, start, start + 1), np.argsort(start, kind="stable"))

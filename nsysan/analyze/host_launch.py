@@ -321,10 +321,11 @@ def _streamed_launch_of(found: pl.DataFrame, cuda_api: StoredTable) -> pl.DataFr
     hint = 0
     # Without a key to look up (no operation ends a gap), no call is read.
     asked = len(keys) and keys[-1] >= 0
-    for part, first in _call_batches(cuda_api) if asked else ():
-        # The slice first: it is what the scan reads (the row groups it spans).
+    for calls, first in _call_batches(cuda_api) if asked else ():
+        # The slice first: it is what the scan reads (the row groups it spans; the whole
+        # file where the load drops inverted calls, whose filter comes before it).
         batch = (
-            part.slice(first, _CALL_BATCH_ROWS)
+            calls.slice(first, _CALL_BATCH_ROWS)
             .select(
                 "source",
                 "pid",

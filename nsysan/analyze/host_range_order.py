@@ -90,31 +90,35 @@ def _before(thread, start, end, i, j):  # type: ignore[no-untyped-def]
 def _out_of_place(thread, start, end, limit):  # type: ignore[no-untyped-def]
     """The rows out of place (a mask), the fewer of: the rows that sort after some later
     row, and the rows that sort before some earlier row; and whether that is at most
-    ``limit`` rows."""
+    ``limit`` rows. A pass stops once its rows pass the limit (or the other set's count)."""
     n = len(start)
     after_later = np.zeros(n, dtype=np.bool_)
-    count = 0
+    later = 0
     least = n - 1  # the row of the least key after i
     for i in range(n - 2, -1, -1):
         if _before(thread, start, end, least, i):
             after_later[i] = True
-            count += 1
+            later += 1
+            if later > limit:
+                break
         else:
             least = i
-    if count <= limit:
-        return after_later, True
+    # The other set must be smaller still to be taken.
+    bound = min(limit, later - 1)
     before_earlier = np.zeros(n, dtype=np.bool_)
-    count = 0
+    earlier = 0
     most = 0  # the row of the greatest key before i
     for i in range(1, n):
         if _before(thread, start, end, i, most):
             before_earlier[i] = True
-            count += 1
-            if count > limit:
-                return before_earlier, False
+            earlier += 1
+            if earlier > bound:
+                break
         else:
             most = i
-    return before_earlier, True
+    if earlier <= bound:
+        return before_earlier, True
+    return after_later, later <= limit
 
 
 @compiled

@@ -601,12 +601,17 @@ def _stored_assembled(
         return model.conform(query.filter(~_INVERTED) if dropped else query, schema)
 
     query = planned(pl.concat([p.lazy() for p in parts], how="vertical_relaxed"))
-    shift = offsets["offset_ns"].to_list() if len(parts) > 1 else [0] * len(parts)
+    # As _shift moves each row by its source's offset (none for one file).
+    shift = (
+        dict(zip(offsets["source"], offsets["offset_ns"], strict=True)) if len(parts) > 1 else {}
+    )
     table_parts = tuple(
         TablePart(
             planned(piece.query),
             piece.rows,
-            None if piece.span is None else (piece.span[0] + shift[s], piece.span[1] + shift[s]),
+            None
+            if piece.span is None
+            else (piece.span[0] + shift.get(s, 0), piece.span[1] + shift.get(s, 0)),
             piece.inverted,
         )
         for s, piece in pieces

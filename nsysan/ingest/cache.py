@@ -93,7 +93,10 @@ def _code_digest() -> str:
     """A hash of the code that decides what an entry holds (ingest and the model)."""
     package = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256(str(CACHE_FORMAT).encode())
-    for source in sorted([*package.glob("ingest/*.py"), package / "model.py"]):
+    # stored.py: what a file's facts in the entry are (frame_part).
+    for source in sorted(
+        [*package.glob("ingest/*.py"), package / "model.py", package / "stored.py"]
+    ):
         digest.update(source.name.encode())
         digest.update(source.read_bytes())
     return digest.hexdigest()
@@ -201,9 +204,11 @@ def _linked(entry: Path, meta: dict[str, Any], names: Collection[str]) -> dict[s
     checked = [file for name in big for file in files[name]]
     # Side by side: zlib and the reads release the GIL (20M kernels: 4.6 GB of files).
     with ThreadPoolExecutor(max_workers=_SUM_THREADS) as pool:
-        sums = pool.map(_file_sum, [entry / file for file in checked])
+        sums = [pool.submit(_file_sum, entry / file) for file in checked]
         for file, crc in zip(checked, sums, strict=True):
-            if crc != meta["sums"].get(file):
+            if crc.result() != meta["sums"].get(file):
+                for pending in sums:
+                    pending.cancel()  # a damaged entry is a miss: no need to read the rest
                 raise ValueError(f"{file}: not the bytes written")
     if not big:
         return {}
@@ -290,7 +295,8 @@ class EntryWriter:
                 parts = _write_by_thread(frame, tmp, name)
             else:
                 frame.write_parquet(tmp / f"{name}.parquet", compression="lz4", statistics=False)
-                parts = {f"{name}.parquet": _part_facts(frame)}
+                # Read whole (never in place): no facts needed.
+                parts = {f"{name}.parquet": {"rows": frame.height, "span": None, "inverted": None}}
             files = list(parts)
             sums = {file: _file_sum(tmp / file) for file in files}
         except Exception:  # noqa: BLE001 - then no entry; the run goes on
