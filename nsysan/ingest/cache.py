@@ -291,13 +291,15 @@ class EntryWriter:
             return frame
         threaded = by_thread and frame.height >= stored.STORE_MIN_ROWS
         try:
+            # Only a table written by thread can be read in place: only its files' facts
+            # are kept (a file read whole needs none).
+            parts: dict[str, dict[str, Any]] = {}
             if threaded:
                 parts = _write_by_thread(frame, tmp, name)
+                files = list(parts)
             else:
                 frame.write_parquet(tmp / f"{name}.parquet", compression="lz4", statistics=False)
-                # Read whole (never in place): no facts needed.
-                parts = {f"{name}.parquet": {"rows": frame.height, "span": None, "inverted": None}}
-            files = list(parts)
+                files = [f"{name}.parquet"]
             sums = {file: _file_sum(tmp / file) for file in files}
         except Exception:  # noqa: BLE001 - then no entry; the run goes on
             self._failed = True
