@@ -53,15 +53,47 @@ def time_before(starts: np.ndarray, ends: np.ndarray, instants: np.ndarray) -> n
     return np.where(i >= 0, before[j] + inside, 0)
 
 
-def time_units_open(units: Sequence[tuple[np.ndarray, np.ndarray]], low: int, high: int) -> int:
+# Above this many intervals in all, time_units_open merges the units' bounds a block of
+# time at a time: the copy of every unit's bounds side by side was +0.66 GB at 20M
+# kernels (the dashboard's kernel unions).
+BLOCK_INTERVALS = 1 << 20
+
+
+def time_units_open(
+    units: Sequence[tuple[np.ndarray, np.ndarray]],
+    low: int,
+    high: int,
+    block_intervals: int = BLOCK_INTERVALS,
+) -> int:
     """Total time during which at least ``low`` and at most ``high`` of the ``units``
     are inside one of their intervals, from the first bound of any unit to the last.
 
     Each unit is ``(starts, ends)``, int64 arrays of disjoint intervals in time order
     (a union's, clipped), so its bounds are already sorted: one compiled merge of the
     units' bound lists, no sort of every bound. Units without intervals count as
-    never inside.
+    never inside. Past ``block_intervals`` intervals, and with ``low`` at least 1, the
+    merge runs over blocks of time of about that many intervals each.
     """
+    total = sum(len(starts) for starts, _ in units)
+    if total == 0:
+        return 0
+    if low < 1 or total <= block_intervals:
+        return _time_open(units, low, high)
+    # With low >= 1 a time with no unit inside never counts, so the total splits
+    # exactly at any instants: an interval across one counts on each side of it.
+    biggest = max((starts for starts, _ in units), key=len)
+    step = -(-len(biggest) * block_intervals // total)
+    first = min(int(starts[0]) for starts, _ in units if len(starts))
+    last = max(int(ends[-1]) for _, ends in units if len(ends))
+    edges = np.unique(np.concatenate(([first], biggest[step::step], [last])))
+    return sum(
+        _time_open([clip_disjoint(s, e, lo, hi) for s, e in units], low, high)
+        for lo, hi in zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True)
+    )
+
+
+def _time_open(units: Sequence[tuple[np.ndarray, np.ndarray]], low: int, high: int) -> int:
+    """:func:`time_units_open` in one merge."""
     offsets = np.zeros(len(units) + 1, dtype=np.int64)
     np.cumsum([len(starts) for starts, _ in units], out=offsets[1:])
     if offsets[-1] == 0:

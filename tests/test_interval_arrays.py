@@ -1,4 +1,5 @@
-"""``time_units_open`` against a brute-force count of every nanosecond."""
+"""``time_units_open`` against a brute-force count of every nanosecond, in one merge and
+in blocks of time."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ def test_time_units_open_counts_every_nanosecond(
     ]
     expected = sum(low <= n <= low + width for n in inside_at)
     assert time_units_open(units, low, low + width) == expected
+    # Merged a block of time at a time (a block of one interval, or a few).
+    for block in (1, 2, 5):
+        assert time_units_open(units, low, low + width, block_intervals=block) == expected
 
 
 def test_time_units_open_on_two_gpus() -> None:

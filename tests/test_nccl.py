@@ -22,6 +22,12 @@ from nsysan.analyze.nccl import (
     measure_nccl,
     nccl_kernels,
 )
+from nsysan.analyze.nccl_instances import (
+    INSTANCE_KEY,
+    INSTANCE_READ,
+    LAST_ARRIVAL,
+    kernels_by_instance,
+)
 from nsysan.intervals import clip_to_windows, total_length, union_intervals
 
 T039 = "T039-gpu-poisson-solver/trace.sqlite"
@@ -186,6 +192,13 @@ def _measure(kernels: pl.DataFrame, windows: pl.DataFrame | None = None) -> Nccl
 
 def _gpu(result: NcclResult, gpu: int) -> dict[str, Any]:
     return result.per_gpu.filter(pl.col("gpu") == gpu).row(0, named=True)
+
+
+def test_last_gpu_of_a_tie_is_the_lowest() -> None:
+    # One all-reduce on 3 GPUs: GPUs 2 and 1 start last, together.
+    kernels = _kernels([(0, 7, 0, 100, AR), (1, 9, 40, 100, AR), (2, 9, 40, 100, AR)])
+    r = _measure(kernels)
+    assert r.instances.select("skew_ns", "last_gpu").rows() == [(40, 1)]
 
 
 def test_known_skew_and_wait() -> None:
@@ -458,25 +471,108 @@ def test_busy_need_not_be_a_union(rows: list[tuple[int, int, int, int, str]]) ->
     assert_frame_equal(union.per_gpu, raw.per_gpu)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_kernel_rows())
-def test_instance_key_packed_or_not_gives_the_same_tables(
-    rows: list[tuple[int, int, int, int, str]],
-) -> None:
-    """Instances grouped and ordered by one packed integer equal those by their columns."""
-    import nsysan.analyze.nccl_instances as instances_mod
+def _reference_instances(matched: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """kernels_by_instance as window functions and a group-by over the instance's
+    columns (the implementation before stop 39, kept as the reference)."""
+    inst = list(INSTANCE_KEY)
+    measured = (
+        matched.select(INSTANCE_READ)
+        .filter(pl.col("in_window").any().over(inst))
+        .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"))
+        .with_columns(
+            (pl.col("start_ns") - pl.col("start_ns").min().over(inst)).alias("lag_ns"),
+            (pl.col("duration_ns") - pl.col("duration_ns").min().over(inst)).alias("wait_ns"),
+        )
+        .with_columns(
+            (
+                (pl.col("lag_ns") == pl.col("lag_ns").max().over(inst)) & (pl.col("lag_ns") > 0)
+            ).alias(LAST_ARRIVAL)
+        )
+        .sort(*inst, "gpu")
+        .select(
+            *inst,
+            "gpu",
+            "stream_id",
+            "start_ns",
+            "end_ns",
+            "duration_ns",
+            "lag_ns",
+            "wait_ns",
+            "in_window",
+            LAST_ARRIVAL,
+        )  # fmt: skip
+    )
+    instances = (
+        measured.group_by(inst)
+        .agg(
+            pl.len().cast(pl.Int64).alias("gpus"),
+            pl.col("start_ns").min().alias("first_start_ns"),
+            pl.col("start_ns").max().alias("last_start_ns"),
+            pl.col("duration_ns").min().alias("fastest_ns"),
+            pl.col("duration_ns").max().alias("slowest_ns"),
+            pl.col("wait_ns").sum().alias("wait_ns"),
+            pl.col("gpu")
+            .sort_by("start_ns", "gpu", descending=[False, True])
+            .last()
+            .alias("last_gpu"),
+        )
+        .with_columns((pl.col("last_start_ns") - pl.col("first_start_ns")).alias("skew_ns"))
+        .with_columns(pl.when(pl.col("skew_ns") > 0).then(pl.col("last_gpu")).alias("last_gpu"))
+        .sort(inst)
+    )
+    return measured, instances
 
-    kernels = _kernels(rows)
-    packed = _measure(kernels)
-    original = instances_mod.packed_key
-    instances_mod.packed_key = lambda df, cols: None  # the fallback: group and sort by columns
-    try:
-        by_columns = _measure(kernels)
-    finally:
-        instances_mod.packed_key = original
-    assert_frame_equal(packed.instance_kernels, by_columns.instance_kernels)
-    assert_frame_equal(packed.instances, by_columns.instances)
-    assert_frame_equal(packed.per_gpu, by_columns.per_gpu)
+
+_instance_cells = st.lists(
+    st.tuples(
+        st.sampled_from(["AllGather", "AllReduce", "Broadcast"]),
+        st.integers(0, 2),  # stream rank
+        st.integers(0, 4),  # ordinal
+        st.integers(0, 3),  # gpu
+    ),
+    unique=True,
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_instance_cells, st.data())
+def test_instances_equal_the_window_functions(
+    cells: list[tuple[str, int, int, int]], data: st.DataObject
+) -> None:
+    """The compiled pass gives the instances and their kernels of the window functions
+    and group-by, on any matched kernels: holes in the ordinals, ties of start and
+    duration, instances without a kernel in a window."""
+    times = data.draw(
+        st.lists(
+            st.tuples(st.integers(0, 60), st.integers(0, 20), st.booleans(), st.integers(0, 3)),
+            min_size=len(cells),
+            max_size=len(cells),
+        )
+    )
+    matched = pl.DataFrame(
+        [
+            (*cell, stream, start, start + d, w)
+            for cell, (start, d, w, stream) in zip(cells, times, strict=True)
+        ],
+        schema={
+            "collective": pl.String,
+            "stream_rank": pl.Int64,
+            "ordinal": pl.Int64,
+            "gpu": pl.Int32,
+            "stream_id": pl.Int64,
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "in_window": pl.Boolean,
+        },
+        orient="row",
+    )
+    kernels, instances = kernels_by_instance(matched)
+    expected_kernels, expected_instances = _reference_instances(matched)
+    assert_frame_equal(kernels, expected_kernels)
+    assert_frame_equal(instances, expected_instances)
+    unordered, _ = kernels_by_instance(matched, ordered=False)
+    assert_frame_equal(unordered.sort(*INSTANCE_KEY, "gpu"), expected_kernels)
 
 
 # -- regression: the implementation before per-GPU unions (kept as the reference) -------

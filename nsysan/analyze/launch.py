@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,25 +95,7 @@ def measure_launch(
         pl.col("gpu").cast(pl.Int32), "window_start_ns", "window_end_ns"
     ).with_columns((pl.col("window_end_ns") - pl.col("window_start_ns")).alias("window_ns"))
 
-    # Each kernel's own window by a look-up, not a join: no window columns beside
-    # millions of kernels (a GPU without a window looks up null and is left out).
-    def window(col: str) -> pl.Expr:
-        return pl.col("gpu").replace_strict(w["gpu"], w[col], default=None)
-
-    inside = (
-        kernels.lazy()
-        .select(pl.col("gpu").cast(pl.Int32), "start_ns", "end_ns")
-        .filter(
-            pl.col("gpu").is_not_null()
-            & pl.col("end_ns").is_not_null()
-            & (pl.col("start_ns") >= window("window_start_ns"))
-            & (pl.col("start_ns") < window("window_end_ns"))
-        )
-        .select("gpu", (pl.col("end_ns") - pl.col("start_ns")).alias("_d"))
-        .collect()
-    )
-    stats, counted = _duration_stats(inside)
-    del inside
+    stats, counted = _duration_stats(_window_durations(kernels, w))
     g = gaps.select(pl.col("gpu").cast(pl.Int32), "duration_ns")
     short = pl.col("duration_ns") < SHORT_GAP_NS
     gap_stats = g.group_by("gpu").agg(
@@ -194,29 +177,53 @@ _STATS = {
 _COUNTED = {"gpu": pl.Int32, "bucket": pl.Int32, "count": pl.Int64, "time_ns": pl.Int64}
 
 
-def _duration_stats(inside: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per GPU of ``inside`` (``gpu, _d``: its kernels' durations), from one sort.
+def _window_durations(
+    kernels: pl.DataFrame, windows: pl.DataFrame
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Per GPU of ``windows`` in order, the durations of its kernels that start in its
+    window, sorted.
+
+    One GPU at a time: a sort of every GPU's durations by GPU and duration took +1.5 GB
+    at 20M kernels (the filtered copy, its row-encoded keys and the sorted copy), a GPU's
+    own durations a few tens of MB.
+    """
+    rows = windows.select("gpu", "window_start_ns", "window_end_ns").sort("gpu")
+    for gpu, start, end in rows.iter_rows():
+        durations = (
+            kernels.lazy()
+            .filter(
+                (pl.col("gpu") == gpu)
+                & pl.col("end_ns").is_not_null()
+                & (pl.col("start_ns") >= start)
+                & (pl.col("start_ns") < end)
+            )
+            .select((pl.col("end_ns") - pl.col("start_ns")).alias("_d"))
+            .collect()
+            .get_column("_d")
+            .to_numpy()
+        )
+        if len(durations):
+            yield gpu, np.sort(durations)
+
+
+def _duration_stats(
+    per_gpu: Iterable[tuple[int, np.ndarray]],
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per GPU of ``per_gpu`` (its kernels' durations in order, :func:`_window_durations`).
 
     Returns its kernel statistics (``gpu, kernels, kernel_ns``, the nearest-rank
     percentiles, ``small_kernel_count, _small_ns``) and, per GPU and duration bucket,
-    ``gpu, bucket, count, time_ns``. A GPU's durations in order are one block of the
-    sorted column: a percentile is one element, the kernels under an edge a binary
-    search, their time the sum of a slice. No per-kernel bucket, mask or sorted copy
-    per percentile is made (those were +0.37 GB beside host attribution at 5M kernels).
+    ``gpu, bucket, count, time_ns``. A percentile is one element of the sorted block, the
+    kernels under an edge a binary search, their time the sum of a slice. No per-kernel
+    bucket, mask or sorted copy per percentile is made (those were +0.37 GB beside host
+    attribution at 5M kernels).
     """
-    ordered = inside.sort("gpu", "_d")
-    gpus = ordered["gpu"].to_numpy()
-    durations = ordered["_d"].to_numpy()
-    # Each GPU's rows are one block: [first, last).
-    changes = [int(i) for i in np.flatnonzero(np.diff(gpus)) + 1]
-    firsts, lasts = ([0, *changes], [*changes, len(gpus)]) if len(gpus) else ([], [])
     stats: dict[str, list[int]] = {name: [] for name in _STATS}
     counted: dict[str, list[int]] = {"gpu": [], "bucket": [], "count": [], "time_ns": []}
-    for first, last in zip(firsts, lasts, strict=True):
-        block = durations[first:last]
+    for gpu, block in per_gpu:
         n = len(block)
         small = int(np.searchsorted(block, SMALL_KERNEL_NS, side="left"))
-        stats["gpu"].append(int(gpus[first]))
+        stats["gpu"].append(gpu)
         stats["kernels"].append(n)
         stats["kernel_ns"].append(int(block.sum()))
         for q, name in _PERCENTILES:
@@ -227,7 +234,7 @@ def _duration_stats(inside: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         # Bucket i holds the durations below edge i and at or above edge i - 1.
         cuts = [0, *np.searchsorted(block, DURATION_BUCKET_EDGES_NS, side="left"), n]
         for bucket, (lo, hi) in enumerate(itertools.pairwise(cuts)):
-            counted["gpu"].append(int(gpus[first]))
+            counted["gpu"].append(gpu)
             counted["bucket"].append(bucket)
             counted["count"].append(int(hi - lo))
             counted["time_ns"].append(int(block[lo:hi].sum()))

@@ -40,12 +40,11 @@ import polars as pl
 
 from nsysan.analyze.nccl_instances import (
     GROUP_KEY,
-    INSTANCE_KEY,
     INSTANCE_READ,
+    LAST_ARRIVAL,
     STREAM_KEY,
     kernels_by_instance,
     match_instances,
-    summarize_instances,
 )
 from nsysan.intervals import clip_to_windows, is_union_inside, union_length
 from nsysan.names import is_one_of
@@ -437,20 +436,18 @@ def _match_groups(matched: pl.DataFrame) -> pl.DataFrame:
 
 def _wait_stats(counts: pl.DataFrame, instance_kernels: pl.DataFrame) -> pl.DataFrame:
     """Per (gpu, collective incl. all): ``counts`` (:func:`_match_counts`) and wait
-    totals, in windows."""
+    totals, in windows (``instance_kernels`` with their ``LAST_ARRIVAL``)."""
     keys = ["gpu", "collective"]
-    last = pl.col("lag_ns") == pl.col("lag_ns").max().over(INSTANCE_KEY)
     # Lazy: the in-window filter copies only the columns summed, not every column.
     waits = _with_all(
         instance_kernels.lazy()
-        .with_columns((last & (pl.col("lag_ns") > 0)).alias("_last"))
         .filter(pl.col("in_window"))
         .group_by(keys)
         .agg(
             pl.col("duration_ns").sum().alias("matched_kernel_ns"),
             pl.col("wait_ns").sum().alias("wait_ns"),
             pl.col("lag_ns").sum().alias("arrival_lag_ns"),
-            pl.col("_last").sum().cast(pl.Int64).alias("last_arrivals"),
+            pl.col(LAST_ARRIVAL).sum().cast(pl.Int64).alias("last_arrivals"),
         )
         .collect()
     )
@@ -556,14 +553,14 @@ def measure_nccl(
     counts, groups = _match_counts(matched), _match_groups(matched)
     in_instances = matched.lazy().filter(pl.col("matched")).select(INSTANCE_READ).collect()
     del matched
-    instance_kernels = kernels_by_instance(in_instances, ordered=ordered_kernels)
+    instance_kernels, instances = kernels_by_instance(in_instances, ordered=ordered_kernels)
     del in_instances
-    instances = summarize_instances(instance_kernels)
     stats = (
         time_stats.rename({"kernels": "nccl_kernels", "kernel_ns": "nccl_kernel_ns"})
         .join(_wait_stats(counts, instance_kernels), on=keys, how="left")
         .with_columns(pl.col(list(_STAT_COLUMNS)).fill_null(0).cast(pl.Int64))
     )
+    instance_kernels = instance_kernels.drop(LAST_ARRIVAL)
     shares = [
         _share("overlap_ns", "nccl_ns").alias("overlap_share"),
         _share("wait_ns", "matched_kernel_ns").alias("wait_share"),
