@@ -68,7 +68,7 @@ ANALYSIS_THREADS = max(1, min(4, os.cpu_count() or 1))
 # Per-event tables that only the full JSON document shows (neither the report nor the
 # diagnosis reads them): without detail_tables they are emptied as soon as their
 # analysis ends, not held while host attribution runs (at 5M kernels, ~0.2 GB).
-_UNREAD_EVENT_TABLES = {"nccl": ("instances", "instance_kernels"), "steps": ("steps",)}
+_UNREAD_EVENT_TABLES = {"nccl": ("instances", "instance_kernels")}
 
 
 @dataclass(frozen=True)
@@ -269,9 +269,6 @@ def analyze(
         dominant = dominant_job.result()
         steady_job = pool.submit(_steady_stagger, gaps, windows, dominant)
         steps_job = pool.submit(
-            _measured,
-            "steps",
-            detail_tables,
             measure_steps,
             trace.nvtx,
             _gpu_processes(trace),
@@ -280,6 +277,7 @@ def analyze(
             imbalance.iterations if imbalance is not None else None,
             imbalance.iteration_source if imbalance is not None else None,
             imbalance.iteration_label if imbalance is not None else None,
+            detail_tables,  # step_table: only the full detail shows the steps
         )
         memory_job = (
             pool.submit(measure_memory, trace.memory_usage, trace.gpus, windows, gaps.gaps)

@@ -145,7 +145,12 @@ def rows_by_unit(units: np.ndarray, wanted: Sequence[int]) -> dict[int, slice | 
     gaps' order), found by binary search; otherwise a boolean mask.
     """
     if np.all(units[1:] >= units[:-1]):
-        return {u: slice(*np.searchsorted(units, [u, u + 1])) for u in wanted}
+        # The units searched for in the column's own type: a list of Python ints would
+        # have numpy cast the whole column to int64 for each search (5M rows a GPU).
+        keys = np.asarray(wanted, dtype=units.dtype)
+        firsts = np.searchsorted(units, keys, side="left").tolist()
+        stops = np.searchsorted(units, keys, side="right").tolist()
+        return {u: slice(a, b) for u, a, b in zip(wanted, firsts, stops, strict=True)}
     return {u: units == u for u in wanted}
 
 

@@ -10,6 +10,7 @@ import pytest
 from conftest import REPO, SHARED_TRACES
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from nsysan import model
 from nsysan.analysis import NO_STEPS, analyze
@@ -170,6 +171,14 @@ def test_kernel_sequence_steps_match_their_definitions(
     r = measure_steps(
         _nvtx([]), processes, windows, None, iterations, "kernel_sequence", "every 3 kernels"
     )
+    # Without the step table (the summary), every other figure is the same.
+    lean = measure_steps(
+        _nvtx([]), processes, windows, None, iterations, "kernel_sequence", "every 3 kernels",
+        step_table=False,
+    )  # fmt: skip
+    assert lean.steps.is_empty() and lean.steps.schema == r.steps.schema
+    assert_frame_equal(lean.per_gpu, r.per_gpu)
+    assert_frame_equal(lean.slowest, r.slowest)
     for gpu, (w0, length) in enumerate(windows_rows):
         inside = [(s, e) for s, e in iterations.iter_rows() if e > w0 and s < w0 + length]
         row = r.per_gpu.filter(pl.col("gpu") == gpu).row(0, named=True)

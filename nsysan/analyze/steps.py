@@ -23,6 +23,8 @@ Definitions (docs/metrics/steps.md):
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,11 +87,6 @@ def _q(col: str, q: float) -> pl.Expr:
     return pl.col(col).sort().gather(_rank(q)).first().cast(pl.Int64)
 
 
-def _q_descending(col: str, q: float) -> pl.Expr:
-    """:func:`_q` of a group already in descending order (rank counted from its end)."""
-    return pl.col(col).gather(pl.len().cast(pl.Int64) - 1 - _rank(q)).first().cast(pl.Int64)
-
-
 def _spans_of_gpus(
     nvtx: HostTable, processes: pl.DataFrame, windows: pl.DataFrame, text_filter: pl.Expr
 ) -> pl.DataFrame:
@@ -123,61 +120,28 @@ def measure_steps(
     iterations: pl.DataFrame | None,
     iteration_source: str | None,
     iteration_label: str | None,
+    step_table: bool = True,
 ) -> StepsResult:
     """Steps, requests and throughput per GPU.
 
     ``processes``: ``gpu, source, pid`` (the processes that ran kernels on each GPU).
+    ``step_table``: keep ``steps``, a row per GPU and step (only ``analyze --detail
+    full`` shows it); without it ``steps`` is empty and every other field the same.
     """
     w = windows.select(pl.col("gpu").cast(pl.Int32), "window_start_ns", "window_end_ns")
     procs = processes.select(
         pl.col("gpu").cast(pl.Int32), pl.col("source").cast(pl.Int32), "pid"
     ).unique()
     if iteration_source == "nvtx" and iteration_label:
-        steps = _spans_of_gpus(nvtx, procs, w, pl.col("text") == iteration_label).drop("text")
+        spans = _spans_of_gpus(nvtx, procs, w, pl.col("text") == iteration_label)
+        blocks = _blocks_of(spans)
     elif iteration_source == "kernel_sequence" and iterations is not None and w.height:
-        # Per GPU, the iterations overlapping its window: not a cross join of every
-        # GPU with every iteration first (2.5M rows at 5M kernels).
-        bounds = iterations.select("start_ns", "end_ns")
-        steps = pl.concat(
-            [
-                bounds.filter(
-                    (pl.col("end_ns") > window["window_start_ns"])
-                    & (pl.col("start_ns") < window["window_end_ns"])
-                ).select(
-                    pl.lit(window["gpu"], dtype=pl.Int32).alias("gpu"),
-                    "start_ns",
-                    "end_ns",
-                    (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
-                )
-                for window in w.iter_rows(named=True)
-            ],
-            how="vertical",
-        ).sort("gpu", "start_ns")
+        blocks = _iteration_blocks(iterations, w)
     else:
-        steps = pl.DataFrame(
-            schema={
-                "gpu": pl.Int32,
-                "start_ns": pl.Int64,
-                "end_ns": pl.Int64,
-                "duration_ns": pl.Int64,
-            }
-        )
-    steps = steps.with_columns(
-        pl.int_range(pl.len()).over("gpu").cast(pl.Int64).alias("step")
-    ).select("gpu", "step", "start_ns", "end_ns", "duration_ns")
-    # Longest first, per GPU: the slowest steps lead each GPU's block, and a
-    # percentile is one element of it; no sorted copy per statistic.
-    by_length = steps.sort(
-        ["gpu", "duration_ns", "start_ns"], descending=[False, True, False], maintain_order=True
-    )
-    step_stats = by_length.group_by("gpu", maintain_order=True).agg(
-        pl.len().cast(pl.Int64).alias("steps"),
-        (pl.len() * 1e9 / (pl.col("end_ns").max() - pl.col("start_ns").min())).alias("steps_per_s"),
-        _q_descending("duration_ns", 0.5).alias("step_p50_ns"),
-        _q_descending("duration_ns", 0.9).alias("step_p90_ns"),
-        _q_descending("duration_ns", 0.99).alias("step_p99_ns"),
-        pl.col("duration_ns").first().alias("step_max_ns"),
-    )
+        blocks = []
+    step_stats, slowest = _step_stats(blocks)
+    steps = _step_table(blocks if step_table else [])
+    found = sum(len(starts) for _, starts, _ in blocks)
     requests = (
         # The pattern runs over the distinct texts, not over millions of NVTX rows.
         _spans_of_gpus(
@@ -225,8 +189,8 @@ def measure_steps(
         .join(kernels, on="gpu", how="left")
         .join(request_stats, on="gpu", how="left")
         .with_columns(
-            pl.lit(iteration_source if steps.height else None, pl.String).alias("source"),
-            pl.lit(iteration_label if steps.height else None, pl.String).alias("label"),
+            pl.lit(iteration_source if found else None, pl.String).alias("source"),
+            pl.lit(iteration_label if found else None, pl.String).alias("label"),
             pl.col("steps").fill_null(0),
             _ratio("step_p99_ns", "step_p50_ns").alias("step_tail_ratio"),
             _ratio("request_p99_ns", "request_p50_ns").alias("request_tail_ratio"),
@@ -235,19 +199,144 @@ def measure_steps(
         .cast(_PER_GPU)  # type: ignore[arg-type]
         .sort("gpu")
     )
-    slowest = (
-        by_length.group_by("gpu", maintain_order=True)
-        .head(SLOWEST)
-        .join(per_gpu.select("gpu", "step_p50_ns"), on="gpu", maintain_order="left")
-    )
-    # Divided in numpy: polars divides by a joined column of one value (one GPU) as a
-    # product with its reciprocal, one unit in the last place off the quotient.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        over_median = slowest["duration_ns"].to_numpy() / slowest["step_p50_ns"].to_numpy()
-    slowest = slowest.select("gpu", "start_ns", "end_ns", "duration_ns").with_columns(
-        pl.Series("over_median", over_median, dtype=pl.Float64)
-    )
     return StepsResult(per_gpu=per_gpu, steps=steps, slowest=slowest, requests=requests)
+
+
+_STEP_STATS = {
+    "gpu": pl.Int32,
+    "steps": pl.Int64,
+    "steps_per_s": pl.Float64,
+    "step_p50_ns": pl.Int64,
+    "step_p90_ns": pl.Int64,
+    "step_p99_ns": pl.Int64,
+    "step_max_ns": pl.Int64,
+}
+_STEPS = {
+    "gpu": pl.Int32,
+    "step": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "duration_ns": pl.Int64,
+}
+_SLOWEST = {
+    "gpu": pl.Int32,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "duration_ns": pl.Int64,
+    "over_median": pl.Float64,
+}
+
+
+# One GPU's steps: the GPU, their starts and ends, in start order.
+StepBlock = tuple[int, np.ndarray, np.ndarray]
+
+
+def _blocks_of(spans: pl.DataFrame) -> list[StepBlock]:
+    """:class:`StepBlock` per GPU of ``spans`` (``gpu, start_ns, end_ns``, sorted by GPU
+    and start)."""
+    gpu = spans.get_column("gpu").to_numpy()
+    starts, ends = (spans.get_column(c).to_numpy() for c in ("start_ns", "end_ns"))
+    cuts = [0, *(np.flatnonzero(gpu[1:] != gpu[:-1]) + 1).tolist(), len(gpu)] if len(gpu) else []
+    return [(int(gpu[a]), starts[a:b], ends[a:b]) for a, b in itertools.pairwise(cuts)]
+
+
+def _iteration_blocks(iterations: pl.DataFrame, windows: pl.DataFrame) -> list[StepBlock]:
+    """Per GPU of ``windows``, in GPU order, the ``iterations`` that overlap its window,
+    in start order: views of the iterations' columns where their starts and ends both
+    ascend (one binary search each way), else a filter. Not a table of every GPU's
+    iterations (10M rows at 20M kernels), nor a cross join of every GPU with every
+    iteration first."""
+    ordered = iterations.select("start_ns", "end_ns").sort("start_ns", maintain_order=True)
+    starts, ends = (ordered.get_column(c).to_numpy() for c in ("start_ns", "end_ns"))
+    in_order = bool(np.all(ends[1:] >= ends[:-1]))
+    blocks = []
+    for gpu, low, high in windows.sort("gpu").iter_rows():
+        if in_order:
+            rows: slice | np.ndarray = slice(
+                int(np.searchsorted(ends, low, side="right")),
+                int(np.searchsorted(starts, high, side="left")),
+            )
+        else:
+            rows = (ends > low) & (starts < high)
+        blocks.append((gpu, starts[rows], ends[rows]))
+    return blocks
+
+
+def _step_table(blocks: list[StepBlock]) -> pl.DataFrame:
+    """``StepsResult.steps`` of ``blocks``: ``gpu, step, start_ns, end_ns, duration_ns``."""
+    frames = [
+        pl.DataFrame(
+            {
+                "gpu": np.full(len(starts), gpu, dtype=np.int32),
+                "step": np.arange(len(starts), dtype=np.int64),
+                "start_ns": starts,
+                "end_ns": ends,
+                "duration_ns": ends - starts,
+            }
+        )
+        for gpu, starts, ends in blocks
+        if len(starts)
+    ]
+    return pl.concat([pl.DataFrame(schema=_STEPS), *frames]).cast(_STEPS)  # type: ignore[arg-type]
+
+
+def _step_stats(blocks: list[StepBlock]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per GPU of ``blocks`` with steps: ``steps``, ``steps_per_s``, the nearest-rank
+    percentiles and the longest step; and its :data:`SLOWEST` longest steps, longest
+    first (of equal length, the earlier start, then the earlier step), with their time
+    over the median.
+
+    A GPU's lengths are sorted alone, and its slowest found by a partition: a sort of
+    every step by GPU, length and start took 2.4 s of the 2.7 s of the steps at 20M
+    kernels (10M steps: 8 GPUs of 1.25M kernel-sequence iterations).
+    """
+    stats: dict[str, list[object]] = {name: [] for name in _STEP_STATS}
+    slowest: dict[str, list[np.ndarray]] = {name: [] for name in _SLOWEST}
+    for gpu, starts, ends in blocks:
+        n = len(starts)
+        if not n:
+            continue
+        lengths = ends - starts
+        ordered = np.sort(lengths)
+        stats["gpu"].append(gpu)
+        stats["steps"].append(n)
+        with np.errstate(divide="ignore"):
+            span = np.float64(int(ends.max()) - int(starts.min()))
+            stats["steps_per_s"].append(float(n * 1e9 / span))
+        for q in (0.5, 0.9, 0.99):
+            # Nearest rank: the smallest length with at least q of the steps at or below.
+            stats[f"step_p{round(q * 100)}_ns"].append(int(ordered[max(math.ceil(n * q), 1) - 1]))
+        stats["step_max_ns"].append(int(ordered[-1]))
+        rows = _longest(lengths, starts)
+        median = stats["step_p50_ns"][-1]
+        slowest["gpu"].append(np.full(len(rows), gpu, dtype=np.int32))
+        slowest["start_ns"].append(starts[rows])
+        slowest["end_ns"].append(ends[rows])
+        slowest["duration_ns"].append(lengths[rows])
+        # Divided in numpy, as the quotient: polars divides by a joined column of one
+        # value (one GPU) as a product with its reciprocal, one unit in the last place off.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            slowest["over_median"].append(lengths[rows] / np.float64(median))
+    return pl.DataFrame(stats, schema=_STEP_STATS), pl.DataFrame(
+        {name: np.concatenate(parts) if parts else [] for name, parts in slowest.items()},
+        schema=_SLOWEST,
+    )
+
+
+def _longest(lengths: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The rows of the :data:`SLOWEST` longest ``lengths``, longest first; of equal
+    length, the earlier start, then the earlier row."""
+    n = len(lengths)
+    if n > SLOWEST:
+        # The SLOWEST-th longest length: every longer step is in, then the ties.
+        cut = np.partition(lengths, n - SLOWEST)[n - SLOWEST]
+        longer = np.flatnonzero(lengths > cut)
+        tied = np.flatnonzero(lengths == cut)
+        tied = tied[np.lexsort((tied, starts[tied]))][: SLOWEST - len(longer)]
+        rows = np.concatenate([longer, tied])
+    else:
+        rows = np.arange(n)
+    return rows[np.lexsort((rows, starts[rows], -lengths[rows]))]
 
 
 def _ratio(num: str, den: str) -> pl.Expr:
