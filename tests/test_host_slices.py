@@ -339,3 +339,36 @@ def test_rows_out_of_place_past_the_share_are_sorted_instead() -> None:
     out, few = host_range_order._out_of_place(thread, start, start + 1, 125)
     assert few and np.flatnonzero(out).tolist() == [100]
     assert np.array_equal(range_order(thread, start, start + 1), np.argsort(start, kind="stable"))
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 3000),
+    st.lists(st.tuples(st.integers(0, 2999), st.integers(0, 2999)), max_size=3),
+    st.booleans(),
+)
+@example(1000, [(5, 900)], False)
+@example(1000, [(900, 5), (3, 4)], False)
+def test_rows_put_in_order_by_runs_or_by_gather_are_the_gather(
+    n: int, moves: list[tuple[int, int]], shuffled: bool
+) -> None:
+    # A few rows moved (a few runs of consecutive rows: joined as slices) or every row
+    # shuffled (short runs: gathered), over columns of several types.
+    order = list(range(n))
+    for a, b in moves:
+        if n:
+            order.insert(b % n, order.pop(a % n))
+    positions = np.array(order, dtype=np.int64)
+    if shuffled:
+        positions = np.random.default_rng(n).permutation(n)
+    frame = pl.DataFrame(
+        {
+            "_th": np.arange(n, dtype=np.int32) % 3,
+            "start_ns": np.arange(n, dtype=np.int64) * 7,
+            "text": pl.Series([f"r{i % 5}" for i in range(n)], dtype=pl.Categorical),
+        }
+    )
+    want = frame.select(pl.all().gather(positions))
+    got = host_range_order.in_order(frame.clone(), positions)
+    assert got.equals(want) and got.schema == want.schema
+    assert all(got[c].n_chunks() == 1 for c in got.columns)

@@ -16,14 +16,18 @@ import itertools
 from typing import Final
 
 import numpy as np
+import polars as pl
 
 from nsysan.compiled import compiled
 
-__all__ = ["in_range_order", "range_order"]
+__all__ = ["in_order", "in_range_order", "range_order"]
 
 # Rows out of place are merged back while they are at most this share of the ranges;
 # beyond it, the sort.
 _MERGED_SHARE: Final = 1 / 8
+# in_order joins runs of consecutive rows while they hold this many rows each on
+# average; shorter runs are gathered row by row.
+_RUN_ROWS: Final = 64
 
 
 def range_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
@@ -56,6 +60,44 @@ def range_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nd
     if not np.any((t[1:] == t[:-1]) & (s[1:] == s[:-1]) & (e[1:] > e[:-1])):
         return order
     return np.lexsort((-end, start, thread))
+
+
+def in_order(frame: pl.DataFrame, order: np.ndarray) -> pl.DataFrame:
+    """``frame``'s rows in ``order`` (a :func:`range_order`), a column at a time, each
+    column of ``frame`` dropped from it once put in order: the rows are held about once,
+    not twice (millions of a main thread's ranges at 20M kernels).
+
+    A few rows merged back leave the order a few runs of consecutive rows: each column
+    is then its runs' slices joined, a copy at memory speed, not a gather of every row
+    (0.3 s of a main thread's 10M ranges at 20M kernels).
+    """
+    firsts = _run_starts(order)
+    if not len(order):
+        return frame
+    if len(firsts) * _RUN_ROWS > len(order):
+        return pl.DataFrame([frame.drop_in_place(c).gather(order) for c in frame.columns])
+    runs = [(int(order[a]), b - a) for a, b in itertools.pairwise([*firsts.tolist(), len(order)])]
+    return pl.DataFrame(
+        [
+            pl.concat([column.slice(at, rows) for at, rows in runs], rechunk=True)
+            for column in (frame.drop_in_place(c) for c in frame.columns)
+        ]
+    )
+
+
+@compiled
+def _run_starts(order):  # type: ignore[no-untyped-def]
+    """The positions where a run of consecutive rows of ``order`` starts (0 first)."""
+    count = 1 if len(order) else 0
+    for i in range(1, len(order)):
+        count += order[i] != order[i - 1] + 1
+    found = np.empty(count, dtype=np.int64)
+    k = 0
+    for i in range(len(order)):
+        if i == 0 or order[i] != order[i - 1] + 1:
+            found[k] = i
+            k += 1
+    return found
 
 
 def _merged_order(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:

@@ -35,7 +35,7 @@ from nsysan.analyze.host_loops import (
     cause_segments,
     time_per_cause,
 )
-from nsysan.analyze.host_range_order import range_order
+from nsysan.analyze.host_range_order import in_order, range_order
 from nsysan.analyze.host_sums import texts_per_gpu
 from nsysan.analyze.host_tables import (
     ENGINE,
@@ -249,9 +249,7 @@ def nvtx_ranges(trace: Trace, threads: pl.DataFrame) -> pl.DataFrame:
     del rows
     order = range_order(*(ranges[c].to_numpy() for c in (THREAD_NUMBER, "start_ns", "_range_end")))
     if order is not None:
-        # Put in order a column at a time, each unordered one freed once gathered: a
-        # main thread's ranges are held about once, not twice (millions at 20M kernels).
-        ranges = pl.DataFrame([ranges.drop_in_place(c).gather(order) for c in ranges.columns])
+        ranges = in_order(ranges, order)
     del order
     depth = _nesting_depth(
         ranges[THREAD_NUMBER].to_numpy(),
