@@ -187,11 +187,11 @@ def kernels_by_instance(
     instance_kernels = measured.select(*_INSTANCE_KERNEL_COLUMNS, LAST_ARRIVAL)
 
     gpu_type = kernels.schema["gpu"]
-    reported = per_instance[6] > 0  # instances with a kernel in a window
-    rows = np.flatnonzero(reported)
+    count, first, last_start, fastest, slowest, wait_sum, windowed, last_gpu = per_instance
+    rows = np.flatnonzero(windowed > 0)  # the instances with a kernel in a window
     of_group = np.searchsorted(first_of_group, rows, side="right") - 1
-    count, first, last_start, fastest, slowest, wait_sum, _, last_gpu = (
-        values[rows] for values in per_instance
+    count, first, last_start, fastest, slowest, wait_sum, last_gpu = (
+        values[rows] for values in (count, first, last_start, fastest, slowest, wait_sum, last_gpu)
     )
     skew = last_start - first
     instances = pl.DataFrame(
