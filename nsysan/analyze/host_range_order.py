@@ -69,11 +69,11 @@ def in_order(frame: pl.DataFrame, order: np.ndarray) -> pl.DataFrame:
 
     A few rows merged back leave the order a few runs of consecutive rows: each column
     is then its runs' slices joined, a copy at memory speed, not a gather of every row
-    (0.3 s of a main thread's 10M ranges at 20M kernels).
+    (15-34 ms against 57-65 ms for 2.5M ranges of four columns).
     """
-    firsts = _run_starts(order)
     if not len(order):
         return frame
+    firsts = _run_starts(order)
     if len(firsts) * _RUN_ROWS > len(order):
         return pl.DataFrame([frame.drop_in_place(c).gather(order) for c in frame.columns])
     runs = [(int(order[a]), b - a) for a, b in itertools.pairwise([*firsts.tolist(), len(order)])]

@@ -23,13 +23,13 @@ Definitions (docs/metrics/steps.md):
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
+from nsysan.interval_arrays import rows_by_unit
 from nsysan.names import distinct, is_one_of, values_matching
 from nsysan.stored import HostTable
 
@@ -202,14 +202,18 @@ def measure_steps(
     return StepsResult(per_gpu=per_gpu, steps=steps, slowest=slowest, requests=requests)
 
 
+# What _step_stats gives per GPU: the per_gpu columns it computes.
 _STEP_STATS = {
-    "gpu": pl.Int32,
-    "steps": pl.Int64,
-    "steps_per_s": pl.Float64,
-    "step_p50_ns": pl.Int64,
-    "step_p90_ns": pl.Int64,
-    "step_p99_ns": pl.Int64,
-    "step_max_ns": pl.Int64,
+    c: _PER_GPU[c]
+    for c in (
+        "gpu",
+        "steps",
+        "steps_per_s",
+        "step_p50_ns",
+        "step_p90_ns",
+        "step_p99_ns",
+        "step_max_ns",
+    )
 }
 _STEPS = {
     "gpu": pl.Int32,
@@ -236,8 +240,8 @@ def _blocks_of(spans: pl.DataFrame) -> list[StepBlock]:
     and start)."""
     gpu = spans.get_column("gpu").to_numpy()
     starts, ends = (spans.get_column(c).to_numpy() for c in ("start_ns", "end_ns"))
-    cuts = [0, *(np.flatnonzero(gpu[1:] != gpu[:-1]) + 1).tolist(), len(gpu)] if len(gpu) else []
-    return [(int(gpu[a]), starts[a:b], ends[a:b]) for a, b in itertools.pairwise(cuts)]
+    rows = rows_by_unit(gpu, np.unique(gpu).tolist())
+    return [(g, starts[at], ends[at]) for g, at in rows.items()]
 
 
 def _iteration_blocks(iterations: pl.DataFrame, windows: pl.DataFrame) -> list[StepBlock]:
