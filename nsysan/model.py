@@ -344,9 +344,19 @@ class Trace:
     graphs: pl.DataFrame = field(default_factory=lambda: empty_frame(GRAPHS))
     launch_configs: pl.DataFrame = field(default_factory=lambda: empty_frame(LAUNCH_CONFIGS))
     memory_usage: pl.DataFrame = field(default_factory=lambda: empty_frame(MEMORY_USAGE))
+    # The CUDA API rows that share their (source, pid, correlation id) with a GPU
+    # operation (kernel, memcpy or memset): a few rows of each launch call among a
+    # big trace's calls, which the table cache keeps apart (nsysan.ingest.operation_calls).
+    # Any subset of ``cuda_api`` that holds those rows will do; None: ``cuda_api``.
+    operation_calls: HostTable | None = None
 
     def table(self, name: str) -> HostTable:
         return getattr(self, name)  # type: ignore[no-any-return]
+
+    def calls_of_operations(self) -> HostTable:
+        """The CUDA API rows to look a GPU operation's launch call up in: every row with
+        the key of an operation (:attr:`operation_calls`, or the whole ``cuda_api``)."""
+        return self.cuda_api if self.operation_calls is None else self.operation_calls
 
     @property
     def gpu_count(self) -> int:

@@ -56,6 +56,7 @@ def _stored_names(trace) -> list[str]:  # type: ignore[no-untyped-def]
         "gil-blocked",
         "cpu-saturated",
         "serving-graphs-nodes",
+        "serving-graphs",
         "request-burst",
         "pp-bubble",
     ],
@@ -72,11 +73,15 @@ def test_tables_on_disk_give_the_analysis_of_tables_in_memory(
     warm = load_trace(paths, store_host_tables=True)  # from the cache entry
     for trace in (cold, warm):
         assert "cuda_api" in _stored_names(trace)
+        # Launch calls are looked up among the calls kept apart, not the whole table.
+        assert isinstance(trace.operation_calls, StoredTable)
+        assert trace.operation_calls.height < trace.cuda_api.height
         assert _document(trace) == in_memory
 
 
 @pytest.mark.parametrize(
-    "name", ["T039-gpu-poisson-solver", "cori", "gil-blocked", "serving-graphs-nodes"]
+    "name",
+    ["T039-gpu-poisson-solver", "cori", "gil-blocked", "serving-graphs-nodes", "serving-graphs"],
 )
 def test_summary_of_tables_on_disk_is_that_of_tables_in_memory(
     name: str, cache_on: Path, monkeypatch: pytest.MonkeyPatch
@@ -93,6 +98,7 @@ def test_summary_of_tables_on_disk_is_that_of_tables_in_memory(
     monkeypatch.setattr(stored, "STORE_MIN_ROWS", 0)
     on_disk = load_trace(paths, store_host_tables=True)
     assert "cuda_api" in _stored_names(on_disk)
+    assert isinstance(on_disk.operation_calls, StoredTable)
     assert summary(on_disk) == in_memory
     host = in_memory["results"]["host"]
     assert host["per_gpu"]

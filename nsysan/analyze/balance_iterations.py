@@ -170,7 +170,7 @@ def _gpu_side_ordinals(trace: Trace, ranges: pl.DataFrame) -> pl.DataFrame:
     launch call (matched by correlation id; every call with that id); empty without a
     CUDA API trace.
     """
-    launches = _launch_starts(trace.kernels, trace.cuda_api)
+    launches = _launch_starts(trace.kernels, trace.calls_of_operations())
     if launches.is_empty():
         return pl.DataFrame(schema={"ordinal": pl.Int64, START: pl.Int64, END: pl.Int64})
     process = ["source", "pid"]

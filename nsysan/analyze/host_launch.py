@@ -4,10 +4,14 @@ The operation that ends a gap starts exactly at the gap's end on its unit: an ex
 as-of join on the kernels, which ingest keeps in (gpu, start) order, so neither side
 is sorted again; only operations tied at one instant are ranked, and only the gaps no
 kernel ends are searched among the copies and sets. Its launch call is the CUDA API
-row with the same (source, pid, correlation id): read from a table indexed by
-the id, one per process (:mod:`nsysan.analyze.host_calls`), or, where the ids are
-sparse, a binary search among those keys packed into one integer, only the keys
-sorted (an as-of join when the ids are too wide to pack). :func:`feeding_launches` does both for a table of gaps.
+row with the same (source, pid, correlation id), among the calls that have the key of
+an operation (:meth:`~nsysan.model.Trace.calls_of_operations`: on a cached run, a
+third of a big trace's calls, kept apart by :mod:`nsysan.ingest.operation_calls`). It
+is read from a table indexed by the id, one per process
+(:mod:`nsysan.analyze.host_calls`), or, where the ids are sparse, found by a binary
+search among those keys packed into one integer, only the keys sorted (an as-of join
+when the ids are too wide to pack). :func:`feeding_launches` does both for a table of
+gaps.
 """
 
 from __future__ import annotations
@@ -374,8 +378,9 @@ def feeding_launches(
     found = _next_operations(trace, gaps, keys)
     if not found["_gap"].is_sorted():
         found = found.sort("_gap")
-    if not call_names and isinstance(trace.cuda_api, StoredTable):
-        streamed = _streamed_launch_of(found, trace.cuda_api)
+    calls = trace.calls_of_operations()
+    if not call_names and isinstance(calls, StoredTable):
+        streamed = _streamed_launch_of(found, calls)
         if streamed is not None:
             return streamed
-    return _launch_of(found, _launch_calls(trace.cuda_api, found))
+    return _launch_of(found, _launch_calls(calls, found))

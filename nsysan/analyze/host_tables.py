@@ -108,14 +108,15 @@ def with_rows_on_threads(
     overlap it (a slice of the group, :mod:`nsysan.analyze.host_slices`). ``columns``
     names, for some of the tables, the only columns read (and the thread keys)."""
     columns = columns or {}
-    return dataclasses.replace(
-        trace,
-        **{
-            name: rows_on_threads(trace.table(name), threads, span, columns.get(name))
-            for name in tables
-            if span is not None or isinstance(trace.table(name), StoredTable)
-        },
-    )
+    replaced: dict[str, object] = {
+        name: rows_on_threads(trace.table(name), threads, span, columns.get(name))
+        for name in tables
+        if span is not None or isinstance(trace.table(name), StoredTable)
+    }
+    if "cuda_api" in replaced:
+        # Calls kept apart from the whole table are no subset of the threads' rows.
+        replaced["operation_calls"] = None
+    return dataclasses.replace(trace, **replaced)  # type: ignore[arg-type]
 
 
 def thread_numbers(df: pl.DataFrame, threads: pl.DataFrame) -> pl.Series:

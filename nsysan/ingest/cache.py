@@ -47,7 +47,7 @@ from nsysan.stored import StoredTable
 __all__ = ["CachedFile", "EntryWriter", "entry_key", "lookup", "root", "set_enabled"]
 
 #: Bumped when an entry's layout changes (the reading code's own hash covers the rest).
-CACHE_FORMAT = 4
+CACHE_FORMAT = 5
 ENV_SWITCH = "NSYSAN_CACHE"
 ENV_MAX_GB = "NSYSAN_CACHE_MAX_GB"
 DEFAULT_MAX_GB = 20.0
@@ -117,11 +117,14 @@ def entry_key(path: Path, source: int, host: str | None) -> str | None:
     return digest.hexdigest()[:32]
 
 
-def lookup(key: str, on_disk: Collection[str] = ()) -> CachedFile | None:
+def lookup(
+    key: str, on_disk: Collection[str] = (), unread: Collection[str] = ()
+) -> CachedFile | None:
     """The entry ``key``, or None (absent, or unreadable: then it is removed).
 
     The frames named in ``on_disk`` that have at least :data:`nsysan.stored.STORE_MIN_ROWS` rows are
-    left on disk, read in place (:func:`_linked`); the others are read.
+    left on disk, read in place (:func:`_linked`); those in ``unread`` are left out;
+    the others are read.
     """
     folder = root()
     if folder is None:
@@ -139,6 +142,7 @@ def lookup(key: str, on_disk: Collection[str] = ()) -> CachedFile | None:
         frames = {
             name: in_place.get(name) or _read_whole([entry / f for f in files[name]])
             for name in meta["frames"]
+            if name not in unread
         }
         notes = tuple(str(n) for n in meta["notes"])
         os.utime(meta_path)  # last used, for eviction
@@ -280,12 +284,18 @@ class EntryWriter:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def write(
-        self, name: str, frame: pl.DataFrame, by_thread: bool = False, in_place: bool = False
+        self,
+        name: str,
+        frame: pl.DataFrame,
+        by_thread: bool = False,
+        in_place: bool = False,
+        thread_order: bool = True,
     ) -> pl.DataFrame | StoredTable:
         """Writes ``frame`` as the entry's frame ``name``; returns it, or, with
         ``in_place``, the table read from its files when it was written by thread
         (``by_thread``, a table with ``source, pid, tid`` columns of at least
-        :data:`nsysan.stored.STORE_MIN_ROWS` rows: see :func:`_write_by_thread`)."""
+        :data:`nsysan.stored.STORE_MIN_ROWS` rows: see :func:`_write_by_thread`;
+        without ``thread_order``, its files keep the table's order)."""
         tmp = self._tmp
         if tmp is None or self._failed:
             return frame
@@ -295,7 +305,7 @@ class EntryWriter:
             # are kept (a file read whole needs none).
             parts: dict[str, dict[str, Any]] = {}
             if threaded:
-                parts = _write_by_thread(frame, tmp, name)
+                parts = _write_by_thread(frame, tmp, name, thread_order)
                 files = list(parts)
             else:
                 frame.write_parquet(tmp / f"{name}.parquet", compression="lz4", statistics=False)
@@ -362,9 +372,12 @@ class EntryWriter:
                 shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _write_by_thread(frame: pl.DataFrame, folder: Path, name: str) -> dict[str, dict[str, Any]]:
+def _write_by_thread(
+    frame: pl.DataFrame, folder: Path, name: str, thread_order: bool = True
+) -> dict[str, dict[str, Any]]:
     """``frame`` as files of :data:`SLICE_ROWS` rows, each sorted by thread (stably, so
-    each thread's rows keep their order), in row groups with min/max statistics.
+    each thread's rows keep their order; not without ``thread_order``), in row groups
+    with min/max statistics.
 
     Host attribution reads one group of feeding threads at a time; in table order every
     row group holds rows of every thread, and each read decoded the thread columns of
@@ -378,7 +391,9 @@ def _write_by_thread(frame: pl.DataFrame, folder: Path, name: str) -> dict[str, 
     for part, first in enumerate(range(0, max(frame.height, 1), SLICE_ROWS)):
         file = f"{name}.{part:04d}.parquet"
         rows = frame.slice(first, SLICE_ROWS)
-        rows.sort(stored.THREAD_KEYS, maintain_order=True).write_parquet(
+        (
+            rows.sort(stored.THREAD_KEYS, maintain_order=True) if thread_order else rows
+        ).write_parquet(
             folder / file, compression="lz4", statistics=True, row_group_size=ROW_GROUP_ROWS
         )
         parts[file] = _part_facts(rows)
