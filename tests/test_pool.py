@@ -57,3 +57,44 @@ def test_an_exception_of_a_call_is_raised_to_the_caller() -> None:
 
     with ThreadPoolExecutor(max_workers=2) as pool, pytest.raises(ValueError, match="broken"):
         list(results_as_done(pool, [lambda: 1, fails, lambda: 3]))
+
+
+def test_a_settled_future_carries_the_result_or_the_exception() -> None:
+    from concurrent.futures import Future
+
+    from nsysan.pool import settle_in
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        ok: Future[int] = Future()
+        # Submitted first, it waits on a job submitted after it, on the other worker.
+        waiting = pool.submit(lambda: ok.result(timeout=30) + 1)
+        settle_in(pool, ok, lambda: 41)
+        assert waiting.result(timeout=30) == 42
+        failed: Future[int] = Future()
+        settle_in(pool, failed, lambda: 1 // 0)
+        with pytest.raises(ZeroDivisionError):
+            failed.result(timeout=30)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_analyses_end_with_one_worker_or_two(
+    workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Host attribution waits for the dominant gaps: with one worker that job must come
+    # first in the queue, with two it comes next.
+    from conftest import REPO
+
+    from nsysan import analysis
+    from nsysan.ingest import load_trace
+    from nsysan.settings import Settings
+
+    monkeypatch.setattr(analysis, "ANALYSIS_THREADS", workers)
+    trace = load_trace(REPO / "fixtures" / "gil-blocked.sqlite")
+    done: list[object] = []
+    runner = threading.Thread(
+        target=lambda: done.append(analysis.analyze(trace, Settings())), daemon=True
+    )
+    runner.start()
+    runner.join(timeout=120)
+    assert done, "the analyses did not end"
+    assert done[0].host is not None and done[0].host.steady is not None
