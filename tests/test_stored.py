@@ -18,7 +18,8 @@ from conftest import REPO, SHARED_TRACES, cori_rank_files
 from nsysan import stored
 from nsysan.analysis import analyze
 from nsysan.analyze.host_tables import on_threads, overlapping, rows_on_threads
-from nsysan.ingest import _stored_assembled, cache, load_trace
+from nsysan.ingest import cache, load_trace
+from nsysan.ingest.assembly import stored_assembled
 from nsysan.model import CUDA_API, OSRT
 from nsysan.report.document import analysis_document
 from nsysan.settings import Settings
@@ -224,7 +225,7 @@ def test_assembled_query_shifts_and_drops_like_the_in_memory_path(tmp_path: Path
         {"source": [0, 1], "offset_ns": [0, 100]},
         schema={"source": pl.Int32, "offset_ns": pl.Int64},
     )
-    table, dropped = _stored_assembled("osrt", [on_disk, second], offsets, OSRT)
+    table, dropped = stored_assembled([on_disk, second], offsets, OSRT)
     assert dropped == 2  # one inverted row in each file
     assert table.height == 2
     got = table.collect()
@@ -233,7 +234,7 @@ def test_assembled_query_shifts_and_drops_like_the_in_memory_path(tmp_path: Path
     # The file on disk, with the facts the table cache writes with it: its inverted row
     # is counted from them, not by a read, and its span is on the trace's timeline.
     counted = dataclasses.replace(on_disk, parts=(TablePart(query, 2, (5, 8), 1),))
-    table, dropped = _stored_assembled("osrt", [counted, second], offsets, OSRT)
+    table, dropped = stored_assembled([counted, second], offsets, OSRT)
     assert (dropped, table.height) == (2, 2)
     assert [part.span for part in table.parts] == [(5, 8), (101, 103)]
     assert table.collect().equals(got)

@@ -303,7 +303,7 @@ def test_a_cached_runs_kernels_are_in_order_and_need_no_sort(
     )
 )
 def test_kernel_order_is_that_of_a_stable_sort(rows: list[tuple]) -> None:
-    from nsysan.ingest import _in_kernel_order
+    from nsysan.ingest.gpu_order import in_kernel_order
 
     kernels = pl.DataFrame(
         rows, schema={"gpu": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64}, orient="row"
@@ -311,4 +311,4 @@ def test_kernel_order_is_that_of_a_stable_sort(rows: list[tuple]) -> None:
     in_order = kernels.equals(kernels.sort("gpu", "start_ns", "end_ns", maintain_order=True))
     has_null = kernels.null_count().sum_horizontal().item() > 0
     # Where it says so, a sort would change nothing; keys with a null are always sorted.
-    assert _in_kernel_order(kernels) == (in_order and not has_null)
+    assert in_kernel_order(kernels) == (in_order and not has_null)

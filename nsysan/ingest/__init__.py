@@ -33,12 +33,14 @@ from nsysan.ingest import (
     resources,
     validate,
 )
+from nsysan.ingest.assembly import shifted, stored_assembled, without_inverted
 from nsysan.ingest.census import CensusMode, TableCensus
+from nsysan.ingest.gpu_order import in_gpu_order, in_kernel_order, number_gpus
 from nsysan.ingest.operation_calls import operation_calls
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import distinct, is_one_of, values_matching
 from nsysan.packing import looked_up
-from nsysan.stored import STORED_TABLES, HostTable, StoredTable, TablePart, frame_part
+from nsysan.stored import STORED_TABLES, HostTable, StoredTable
 
 __all__ = ["load_trace", "load_census", "kernel_launch_calls", "MISSING_MESSAGES"]
 
@@ -128,10 +130,10 @@ def _read_file(
     host tables are left in the cache entry's files (:mod:`nsysan.stored`).
     """
     key = None if census or cache.root() is None else cache.entry_key(db.path, source, host)
-    on_disk = [f"{_TABLE_PREFIX}{name}" for name in (*STORED_TABLES, _OPERATION_CALLS)]
-    # The operations' calls only stand in for stored CUDA calls, never for calls in memory.
+    on_disk = [f"{_TABLE_PREFIX}{n}" for n in (*STORED_TABLES, _OPERATION_CALLS)]
+    # The operations' calls stand in for CUDA calls on disk, never for calls in memory.
     unread = [] if store_host else [f"{_TABLE_PREFIX}{_OPERATION_CALLS}"]
-    hit = cache.lookup(key, on_disk if store_host else [], unread) if key else None
+    hit = cache.lookup(key, on_disk if store_host else (), unread) if key else None
     if hit is not None:
         db.notes.extend(hit.notes)
         read = _from_frames(hit.frames)
@@ -258,7 +260,7 @@ def _read_tables(
     devices = identity.gpu_keys(devices, host, source)
     metrics_target = _metrics_targets(tables["gpu_metrics"], target_gpus)
     if census is None:
-        tables["kernels"] = _in_gpu_order(tables["kernels"], devices)
+        tables["kernels"] = in_gpu_order(tables["kernels"], devices)
     return _FileTables(
         tables=tables, devices=devices, metrics_target=metrics_target, census=counted
     )
@@ -445,7 +447,7 @@ def _assemble(
     infos: list[_SourceInfo], files: list[_FileTables], *, sort_kernels: bool = True
 ) -> tuple[model.Trace, dict[str, TableCensus]]:
     offsets, notes = _offsets(infos)
-    gpus, device_gpu = _number_gpus([f.devices for f in files])
+    gpus, device_gpu = number_gpus([f.devices for f in files])
     offset_df = pl.DataFrame(
         {"source": list(range(len(files))), "offset_ns": offsets},
         schema={"source": pl.Int32, "offset_ns": pl.Int64},
@@ -459,7 +461,7 @@ def _assemble(
         # table no longer needs it, not held beside it to the end.
         parts = [f.tables.pop(name) for f in files]
         if any(isinstance(p, StoredTable) for p in parts):
-            tables[name], dropped = _stored_assembled(name, parts, offset_df, schema)
+            tables[name], dropped = stored_assembled(parts, offset_df, schema)
             if dropped:
                 notes.append(f"{dropped} {name} row(s) ending before they start were ignored")
             continue
@@ -468,8 +470,8 @@ def _assemble(
             df = df.with_columns(looked_up(df, device_gpu, ["source", "pid", "device_id"], "gpu"))
         if name == "gpu_metrics":
             df = _attach_metric_gpus(df, files, gpus)
-        df = _shift(df, offset_df, len(files))
-        df, dropped = _drop_inverted(df)
+        df = shifted(df, offset_df, len(files))
+        df, dropped = without_inverted(df)
         dropped += sum(f.census[name].inverted for f in files if name in f.census)
         if dropped:
             notes.append(f"{dropped} {name} row(s) ending before they start were ignored")
@@ -479,8 +481,8 @@ def _assemble(
         tables["kernels"] = (
             # As a sort leaves it: the GPU column flagged sorted (analyses rely on it).
             kernels.with_columns(pl.col("gpu").set_sorted())
-            # A cached file's are in order (_in_gpu_order).
-            if _in_kernel_order(kernels)
+            # A cached file's are in order (gpu_order.in_gpu_order).
+            if in_kernel_order(kernels)
             else kernels.sort("gpu", "start_ns", "end_ns", maintain_order=True)
         )
     sources = pl.DataFrame(
@@ -539,61 +541,6 @@ def _merged_census(
     return merged
 
 
-def _in_gpu_order(kernels: pl.DataFrame, devices: pl.DataFrame) -> pl.DataFrame:
-    """One file's ``kernels`` in the trace's order for a run of that file alone (by GPU,
-    start and end, stably; :func:`_assemble`), as the table cache then keeps them: a
-    cached run finds them in order and need not sort them (20M kernels: 0.3–1.3 s and
-    +0.5 GB), a run of several files has each file's in order before its sort."""
-    if kernels.is_empty():
-        return kernels
-    _, device_gpu = _number_gpus([devices])
-    gpu = looked_up(kernels, device_gpu, ["source", "pid", "device_id"], "gpu")
-    return (
-        kernels.with_columns(gpu.alias("_gpu"))
-        .sort("_gpu", "start_ns", "end_ns", maintain_order=True)
-        .drop("_gpu")
-    )
-
-
-def _in_kernel_order(kernels: pl.DataFrame) -> bool:
-    """Whether ``kernels`` (no nulls in the keys) are in (gpu, start, end) order."""
-    keys = ["gpu", "start_ns", "end_ns"]
-    if kernels.select(pl.col(keys).null_count().sum()).sum_horizontal().item():
-        return False
-    g, s, e = (pl.col(c) for c in keys)
-    same_gpu = g == g.shift(1)
-    later = (s > s.shift(1)) | ((s == s.shift(1)) & (e >= e.shift(1)))
-    return bool(kernels.select(((g > g.shift(1)) | (same_gpu & later)).slice(1).all()).item())
-
-
-def _number_gpus(device_tables: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    devices = pl.concat(device_tables, how="vertical_relaxed")
-    if devices.is_empty():
-        return model.empty_frame(model.GPUS), pl.DataFrame(
-            schema={"source": pl.Int32, "pid": pl.Int32, "device_id": pl.Int32, "gpu": pl.Int32}
-        )
-    first = (
-        devices.sort("source", "pci_bus", "device_id", "pid", nulls_last=True)
-        .unique("gpu_key", keep="first", maintain_order=True)
-        .with_row_index("gpu")
-        .with_columns(pl.col("gpu").cast(pl.Int32))
-    )
-    gpus = first.with_columns(
-        pl.when(pl.col("compute_major").is_not_null())
-        .then(
-            pl.col("compute_major").cast(pl.String) + "." + pl.col("compute_minor").cast(pl.String)
-        )
-        .alias("compute_capability")
-    )
-    device_gpu = devices.join(first.select("gpu_key", "gpu"), on="gpu_key").select(
-        pl.col("source").cast(pl.Int32),
-        "pid",
-        pl.col("device_id").cast(pl.Int32),
-        "gpu",
-    )
-    return gpus, device_gpu
-
-
 def _attach_metric_gpus(
     metrics: pl.DataFrame, files: list[_FileTables], gpus: pl.DataFrame
 ) -> pl.DataFrame:
@@ -631,92 +578,7 @@ def _calls_of_operations(files: list[_FileTables], offsets: pl.DataFrame) -> Sto
     parts = [f.tables.pop(_OPERATION_CALLS, None) for f in files]
     parts = [f.tables["cuda_api"] if p is None else p for f, p in zip(files, parts, strict=True)]
     # The rows the CUDA calls drop (inverted) are dropped alike; the calls' note says so.
-    return _stored_assembled(_OPERATION_CALLS, parts, offsets, model.CUDA_API)[0]
-
-
-def _stored_assembled(
-    name: str, parts: list[HostTable], offsets: pl.DataFrame, schema: model.Schema
-) -> tuple[StoredTable, int]:
-    """A host table some files left on disk, as one query on the trace's timeline (what
-    the in-memory path does, planned instead of done), and its inverted rows' count.
-
-    Each stored file (and each file's table in memory) is also planned alone, as a
-    :class:`~nsysan.stored.TablePart` whose span is moved to the trace's timeline. The
-    files' counts of inverted rows, written with them, spare a read of the whole table's
-    times (at 20M kernels, 1.9 s of each run).
-    """
-    pieces = [
-        (source, piece)
-        for source, part in enumerate(parts)
-        for piece in (
-            part.parts or (TablePart(part.query, part.height),)
-            if isinstance(part, StoredTable)
-            else (frame_part(part),)
-        )
-    ]
-    if all(piece.inverted is not None for _, piece in pieces):
-        rows = sum(piece.rows for _, piece in pieces)
-        dropped = sum(piece.inverted or 0 for _, piece in pieces)
-    else:
-        whole = _shift(
-            pl.concat([p.lazy() for p in parts], how="vertical_relaxed"), offsets, len(parts)
-        )
-        inverted = _INVERTED if "end_ns" in whole.collect_schema().names() else pl.lit(0)
-        rows, dropped = (
-            int(v or 0) for v in whole.select(pl.len(), inverted.sum()).collect().row(0)
-        )
-
-    def planned(query: pl.LazyFrame) -> pl.LazyFrame:
-        query = _shift(query, offsets, len(parts))
-        return model.conform(query.filter(~_INVERTED) if dropped else query, schema)
-
-    query = planned(pl.concat([p.lazy() for p in parts], how="vertical_relaxed"))
-    # As _shift moves each row by its source's offset (none for one file).
-    shift = (
-        dict(zip(offsets["source"], offsets["offset_ns"], strict=True)) if len(parts) > 1 else {}
-    )
-    table_parts = tuple(
-        TablePart(
-            planned(piece.query),
-            piece.rows,
-            None
-            if piece.span is None
-            else (piece.span[0] + shift.get(s, 0), piece.span[1] + shift.get(s, 0)),
-            piece.inverted,
-        )
-        for s, piece in pieces
-    )
-    keep = tuple(k for p in parts if isinstance(p, StoredTable) for k in p.keep)
-    table = StoredTable(
-        query=query,
-        height=rows - dropped,
-        schema=pl.Schema(schema),
-        keep=keep,
-        parts=table_parts,
-    )
-    return table, dropped
-
-
-_INVERTED = pl.col("end_ns").is_not_null() & (pl.col("end_ns") < pl.col("start_ns"))
-
-
-def _shift(df: model.FrameT, offsets: pl.DataFrame, n_files: int) -> model.FrameT:
-    if n_files <= 1 or (isinstance(df, pl.DataFrame) and df.is_empty()):
-        return df
-    time_cols = [c for c in df.collect_schema().names() if c in validate.TIME_COLUMNS]
-    # Only the time columns are new: a join on the source copied every column.
-    offset = pl.col("source").replace_strict(
-        offsets["source"], offsets["offset_ns"], default=None, return_dtype=pl.Int64
-    )
-    return df.with_columns([(pl.col(c) + offset).alias(c) for c in time_cols])
-
-
-def _drop_inverted(df: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """Drop intervals with ``end_ns < start_ns`` (damaged records); count them."""
-    if "end_ns" not in df.columns or df.is_empty():
-        return df, 0
-    n_bad = int(df.select(_INVERTED.sum()).item())
-    return (df.filter(~_INVERTED), n_bad) if n_bad else (df, 0)
+    return stored_assembled(parts, offsets, model.CUDA_API)[0]
 
 
 def _identity_notes(files: list[_FileTables]) -> list[str]:

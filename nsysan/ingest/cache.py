@@ -391,9 +391,9 @@ def _write_by_thread(
     for part, first in enumerate(range(0, max(frame.height, 1), SLICE_ROWS)):
         file = f"{name}.{part:04d}.parquet"
         rows = frame.slice(first, SLICE_ROWS)
-        (
-            rows.sort(stored.THREAD_KEYS, maintain_order=True) if thread_order else rows
-        ).write_parquet(
+        if thread_order:
+            rows = rows.sort(stored.THREAD_KEYS, maintain_order=True)
+        rows.write_parquet(
             folder / file, compression="lz4", statistics=True, row_group_size=ROW_GROUP_ROWS
         )
         parts[file] = _part_facts(rows)
