@@ -16,10 +16,9 @@ can be compared with ``nsys analyze``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -44,7 +43,6 @@ from nsysan.analyze.steps import StepsResult, measure_steps
 from nsysan.analyze.transfers import TransferResult, measure_transfers, transfer_intervals
 from nsysan.ingest.graphs import with_graph_work
 from nsysan.model import Trace
-from nsysan.pool import settle_in
 from nsysan.settings import Settings
 from nsysan.stored import collected
 
@@ -221,13 +219,13 @@ def analyze(
     # dashboard, which reads the contention's activity): they run side by side. Polars
     # and numpy release the GIL, so on several cores they overlap.
     with ThreadPoolExecutor(max_workers=ANALYSIS_THREADS) as pool:
-        # Host attribution takes longest: first in the queue. It waits for the dominant
-        # gaps once its groups are done, so that job is next, on another worker (with
-        # one worker, before it: it would wait on a job queued behind itself).
-        dominant_job: Future[DominantResult] = Future()
-        dominant_call = functools.partial(_dominant, gaps, windows, settings)
-        if ANALYSIS_THREADS == 1:
-            settle_in(pool, dominant_job, dominant_call)
+        # First in the queue: host attribution waits for it once its groups are done.
+        dominant_job = pool.submit(_dominant, gaps, windows, settings)
+        stagger_job = (
+            pool.submit(measure_stagger, gaps.gaps, windows, per_gap_table=detail_tables)
+            if windows.height >= 2
+            else None
+        )
         # Gap time with a memcpy/memset running is its own cause ("GPU busy with a transfer").
         copies = transfer_intervals(trace)
         host_job = pool.submit(
@@ -240,13 +238,6 @@ def analyze(
             per_gap_detail=detail_tables,
             pool=pool,
             steady_starts=lambda: dominant_job.result().per_gpu,
-        )
-        if ANALYSIS_THREADS > 1:
-            settle_in(pool, dominant_job, dominant_call)
-        stagger_job = (
-            pool.submit(measure_stagger, gaps.gaps, windows, per_gap_table=detail_tables)
-            if windows.height >= 2
-            else None
         )
         transfers_job = pool.submit(measure_transfers, trace, windows, busy.intervals)
         imbalance_job = pool.submit(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from typing import TypeVar
 
-__all__ = ["results_as_done", "settle_in"]
+__all__ = ["results_as_done"]
 
 T = TypeVar("T")
 
@@ -44,20 +44,3 @@ def results_as_done(
         finished, _ = wait(taken, return_when=FIRST_COMPLETED)
         for done in finished:
             yield taken.pop(done), done.result()
-
-
-def settle_in(pool: Executor, future: Future[T], call: Callable[[], T]) -> None:
-    """Runs ``call`` in ``pool`` and settles ``future``, made beforehand, with its result
-    or exception: a job submitted earlier can then wait on a job submitted after it
-    (with a worker free to run that one: a job waiting on one queued behind it on the
-    only worker never ends)."""
-
-    def run() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            future.set_result(call())
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on it
-            future.set_exception(exc)
-
-    pool.submit(run)
