@@ -12,8 +12,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 from conftest import SHARED_TRACES, run_cli
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from nsysan.ingest import cache, load_trace
 from nsysan.model import TABLE_SCHEMAS
@@ -261,54 +259,3 @@ def test_a_write_that_fails_gives_the_entry_up_not_the_run(
     monkeypatch.setattr(pl.DataFrame, "write_parquet", full_disk)
     _assert_same_trace(load_trace(export, store_host_tables=True), reference)
     assert [p for p in cache_on.iterdir() if p.name != "runs"] == []
-
-
-def test_a_cached_runs_kernels_are_in_order_and_need_no_sort(
-    cache_on: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    export = SHARED_TRACES / "T111-cuda-multigpu-steams" / "trace.sqlite"  # 4 GPUs
-    if not export.exists():
-        pytest.skip("real traces not available")
-    cache.set_enabled(False)
-    expected = load_trace(export).kernels
-    cache.set_enabled(True)
-    sorts = []
-    original = pl.DataFrame.sort
-
-    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if "correlation_id" in self.columns:
-            sorts.append(args)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(pl.DataFrame, "sort", counted)
-    load_trace(export)  # writes the entry
-    assert sorts  # the export's kernels are not in the trace's order
-    sorts.clear()
-    warm = load_trace(export)
-    assert sorts == []  # the entry holds them in that order
-    assert warm.kernels.equals(expected)
-    # Flagged as the sort flags them: the analyses' checks of order rely on it.
-    assert warm.kernels["gpu"].flags["SORTED_ASC"]
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    rows=st.lists(
-        st.tuples(
-            st.one_of(st.none(), st.integers(0, 2)),
-            st.integers(0, 3),
-            st.one_of(st.none(), st.integers(0, 3)),
-        ),
-        max_size=12,
-    )
-)
-def test_kernel_order_is_that_of_a_stable_sort(rows: list[tuple]) -> None:
-    from nsysan.ingest.gpu_order import in_kernel_order
-
-    kernels = pl.DataFrame(
-        rows, schema={"gpu": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64}, orient="row"
-    ).with_row_index()
-    in_order = kernels.equals(kernels.sort("gpu", "start_ns", "end_ns", maintain_order=True))
-    has_null = kernels.null_count().sum_horizontal().item() > 0
-    # Where it says so, a sort would change nothing; keys with a null are always sorted.
-    assert in_kernel_order(kernels) == (in_order and not has_null)

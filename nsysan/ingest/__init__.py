@@ -35,7 +35,7 @@ from nsysan.ingest import (
 )
 from nsysan.ingest.assembly import shifted, stored_assembled, without_inverted
 from nsysan.ingest.census import CensusMode, TableCensus
-from nsysan.ingest.gpu_order import in_gpu_order, in_kernel_order, number_gpus
+from nsysan.ingest.gpu_numbers import number_gpus
 from nsysan.ingest.operation_calls import operation_calls
 from nsysan.ingest.sqlite import ExportDB, check_distinct_files, open_export
 from nsysan.names import distinct, is_one_of, values_matching
@@ -259,8 +259,6 @@ def _read_tables(
     )
     devices = identity.gpu_keys(devices, host, source)
     metrics_target = _metrics_targets(tables["gpu_metrics"], target_gpus)
-    if census is None:
-        tables["kernels"] = in_gpu_order(tables["kernels"], devices)
     return _FileTables(
         tables=tables, devices=devices, metrics_target=metrics_target, census=counted
     )
@@ -476,15 +474,8 @@ def _assemble(
         if dropped:
             notes.append(f"{dropped} {name} row(s) ending before they start were ignored")
         tables[name] = model.conform(df, schema)
-    kernels = tables["kernels"]
-    if sort_kernels and kernels.height:  # a census only counts them
-        tables["kernels"] = (
-            # As a sort leaves it: the GPU column flagged sorted (analyses rely on it).
-            kernels.with_columns(pl.col("gpu").set_sorted())
-            # A cached file's are in order (gpu_order.in_gpu_order).
-            if in_kernel_order(kernels)
-            else kernels.sort("gpu", "start_ns", "end_ns", maintain_order=True)
-        )
+    if sort_kernels and tables["kernels"].height:  # a census only counts them
+        tables["kernels"] = tables["kernels"].sort("gpu", "start_ns", "end_ns", maintain_order=True)
     sources = pl.DataFrame(
         {
             "source": list(range(len(infos))),
