@@ -226,13 +226,12 @@ def _read_tables(
     tables = {n: r for n, r in results.items() if not isinstance(r, TableCensus)}
     tables.update({n: model.empty_frame(model.TABLE_SCHEMAS[n]) for n in counted})
     if entry is not None and isinstance(tables.get("cuda_api"), StoredTable):
-        calls = operation_calls(
-            tables["cuda_api"], [tables[t] for t in _OPERATION_TABLES], threads=READ_THREADS
-        )
         # In the calls' order: a launch call's tie-break is the first in the table.
         tables[_OPERATION_CALLS] = entry.write(
             f"{_TABLE_PREFIX}{_OPERATION_CALLS}",
-            calls,
+            operation_calls(
+                tables["cuda_api"], [tables[t] for t in _OPERATION_TABLES], threads=READ_THREADS
+            ),
             by_thread=True,
             in_place=True,
             thread_order=False,

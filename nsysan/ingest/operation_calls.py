@@ -40,8 +40,8 @@ def operation_calls(
 ) -> pl.DataFrame:
     """The rows of ``cuda_api`` whose :data:`OPERATION_KEYS` are those of a row of
     ``operations`` (the kernel, graph execution, memcpy and memset tables), in table
-    order, every column; the files read by up to ``threads`` at once (the reads and
-    the test release the GIL)."""
+    order, every column, a chunk per file; the files read by up to ``threads`` at once
+    (the reads and the test release the GIL)."""
     keys = pl.concat([ops.select(OPERATION_KEYS) for ops in operations]).drop_nulls()
     keys = keys.filter(pl.all_horizontal(pl.all() >= 0))
     if keys.is_empty():
@@ -56,7 +56,9 @@ def operation_calls(
         return calls.filter(pl.Series(asked_rows(marks, *_key_columns(calls))))
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        return pl.concat(list(pool.map(kept, files))).rechunk()
+        # The files' rows side by side, not copied into one chunk: the cache writes
+        # them a slice at a time (at 20M kernels a copy was +0.8 GB on a first run).
+        return pl.concat(list(pool.map(kept, files)), rechunk=False)
 
 
 def _key_columns(df: pl.DataFrame) -> list[np.ndarray]:
