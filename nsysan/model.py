@@ -345,8 +345,8 @@ class Trace:
     launch_configs: pl.DataFrame = field(default_factory=lambda: empty_frame(LAUNCH_CONFIGS))
     memory_usage: pl.DataFrame = field(default_factory=lambda: empty_frame(MEMORY_USAGE))
     # The CUDA API rows that share their (source, pid, correlation id) with a GPU
-    # operation (kernel, memcpy or memset): a few rows of each launch call among a
-    # big trace's calls, which the table cache keeps apart (nsysan.ingest.operation_calls).
+    # operation (kernel, graph execution, memcpy or memset): a third of a big trace's
+    # calls, which the table cache keeps apart (nsysan.ingest.operation_calls).
     # Any subset of ``cuda_api`` that holds those rows will do; None: ``cuda_api``.
     operation_calls: HostTable | None = None
 

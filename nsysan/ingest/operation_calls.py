@@ -1,9 +1,9 @@
 """The CUDA API rows of one export that share their key with a GPU operation.
 
 A GPU operation's (kernel, graph execution, memcpy, memset) launch call is the CUDA
-API row with its (source, pid, correlation id) (:mod:`nsysan.analyze.host_launch`). Host attribution looks up the launch calls of
-the operations that end its gaps, and the NVTX iterations those of every kernel; both
-read only rows with an operation's key. Yet those are a third of a big trace's calls
+API row with its (source, pid, correlation id) (:mod:`nsysan.analyze.host_launch`).
+Host attribution looks up the launch calls of the operations that end its gaps, and
+the NVTX iterations those of every kernel; both read only rows with an operation's key. Yet those are a third of a big trace's calls
 (scale8 workload, 5M kernels: 5.0M of 16.3M), and on a cached run each look-up read
 all of them back from disk: at 5M kernels 1.5–1.8 s of every run, 0.45–0.8 s for the
 rows with a key alone.
